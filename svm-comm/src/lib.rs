@@ -1,0 +1,13 @@
+//! svm-comm: how svm nodes talk to each other.
+//!
+//! - [`wire`]: the frame header and message representations (no unsafe, fuzzed);
+//! - [`transport`]: the `Transport` trait the engine sends through;
+//! - [`tcp`]: the TCP full-mesh transport with a job-key handshake;
+//! - [`bootstrap`]: rank, size, coordinator and job key from `svmrun`, Slurm or Open MPI/PMIx.
+
+pub mod bootstrap;
+pub mod tcp;
+pub mod transport;
+pub mod wire;
+
+pub use wire::{Access, Msg, NodeId, PageId, ProtoMsg, SyncMsg};

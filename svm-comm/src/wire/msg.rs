@@ -1,0 +1,124 @@
+//! Control messages (the `Repr` side of the wire): everything nodes say to each other.
+
+use serde::{Deserialize, Serialize};
+
+/// A node's rank in the job (0-based).
+pub type NodeId = u16;
+/// Index of a coherence unit (page) inside the shared window.
+pub type PageId = u64;
+
+/// Access a node has (or wants) to a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Access {
+    None,
+    Read,
+    Write,
+}
+
+/// Job key length (random per run, from `svmrun` or `SVM_JOB_KEY`).
+pub const KEY_LEN: usize = 32;
+
+/// Every message nodes exchange.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Msg {
+    /// Connection handshake: the first frame on every connection. `listen` is where the sender
+    /// accepts mesh connections (only meaningful towards the coordinator).
+    Hello { rank: NodeId, size: NodeId, key: [u8; KEY_LEN], listen: String },
+    /// Coordinator → node: the mesh address of every rank.
+    PeerTable { addrs: Vec<String> },
+    /// Coherence protocol traffic. `proto` names the protocol instance (region class).
+    Proto { proto: u8, msg: ProtoMsg },
+    /// Synchronization traffic (locks, barriers).
+    Sync(SyncMsg),
+    /// Orderly shutdown: the sender has finished and will send nothing but replies.
+    Goodbye,
+    /// The sender is failing the job; every receiver exits non-zero with this reason.
+    Abort { reason: String },
+}
+
+/// Messages of the page coherence protocols. Raw page contents travel as the frame's data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ProtoMsg {
+    /// Requester → manager: wants a read copy.
+    ReadReq { page: PageId },
+    /// Requester → manager: wants write access (ownership).
+    WriteReq { page: PageId },
+    /// Manager → owner: send a read copy to `to` (owner keeps ownership, drops to read-only).
+    FwdRead { page: PageId, to: NodeId },
+    /// Manager → owner: give ownership to `to`; attach the contents if `with_data`.
+    FwdWrite { page: PageId, to: NodeId, with_data: bool },
+    /// Manager → copy holder: drop your copy and acknowledge.
+    Inval { page: PageId },
+    /// Copy holder → manager.
+    InvalAck { page: PageId },
+    /// → requester: access granted; the frame's data holds the page if `with_data`.
+    Grant { page: PageId, access: Access, with_data: bool },
+    /// Requester → manager: a grant sent by a third node has been installed.
+    Done { page: PageId },
+}
+
+/// Messages of the synchronization objects. Each object's manager is `id % nodes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SyncMsg {
+    /// Node → lock manager: queue this node for the lock.
+    LockAcquire { lock: u64 },
+    /// Node → lock manager: take the lock only if free.
+    LockTry { lock: u64 },
+    /// Lock manager → node: the lock is yours; `notices` are the write notices the protocol
+    /// attached to the lock (empty for sequential consistency).
+    LockGrant { lock: u64, notices: Vec<PageId> },
+    /// Lock manager → node: answer to `LockTry` when the lock is held.
+    LockBusy { lock: u64 },
+    /// Node → lock manager: the node gives the lock back.
+    LockRelease { lock: u64, notices: Vec<PageId> },
+    /// Node → barrier manager: one thread arrived; `count` is the caller's participant count.
+    BarrierArrive { barrier: u64, count: u32, notices: Vec<PageId> },
+    /// Barrier manager → node: the barrier is complete; wake `arrivals` threads of this node.
+    BarrierRelease { barrier: u64, arrivals: u32, notices: Vec<PageId> },
+    /// Barrier manager → node: an arrival named a count that differs from the round's.
+    BarrierMismatch { barrier: u64, expected: u32, got: u32 },
+}
+
+impl Msg {
+    /// Small stable code per message kind, carried in the frame header.
+    pub fn kind(&self) -> u8 {
+        match self {
+            Msg::Hello { .. } => 1,
+            Msg::PeerTable { .. } => 2,
+            Msg::Proto { .. } => 3,
+            Msg::Sync(_) => 4,
+            Msg::Goodbye => 5,
+            Msg::Abort { .. } => 6,
+        }
+    }
+
+    /// Name used in statistics (messages and bytes per kind).
+    pub fn stat_name(&self) -> &'static str {
+        match self {
+            Msg::Hello { .. } => "hello",
+            Msg::PeerTable { .. } => "peer_table",
+            Msg::Proto { msg, .. } => match msg {
+                ProtoMsg::ReadReq { .. } => "read_req",
+                ProtoMsg::WriteReq { .. } => "write_req",
+                ProtoMsg::FwdRead { .. } => "fwd_read",
+                ProtoMsg::FwdWrite { .. } => "fwd_write",
+                ProtoMsg::Inval { .. } => "inval",
+                ProtoMsg::InvalAck { .. } => "inval_ack",
+                ProtoMsg::Grant { .. } => "grant",
+                ProtoMsg::Done { .. } => "done",
+            },
+            Msg::Sync(s) => match s {
+                SyncMsg::LockAcquire { .. } => "lock_acquire",
+                SyncMsg::LockTry { .. } => "lock_try",
+                SyncMsg::LockGrant { .. } => "lock_grant",
+                SyncMsg::LockBusy { .. } => "lock_busy",
+                SyncMsg::LockRelease { .. } => "lock_release",
+                SyncMsg::BarrierArrive { .. } => "barrier_arrive",
+                SyncMsg::BarrierRelease { .. } => "barrier_release",
+                SyncMsg::BarrierMismatch { .. } => "barrier_mismatch",
+            },
+            Msg::Goodbye => "goodbye",
+            Msg::Abort { .. } => "abort",
+        }
+    }
+}

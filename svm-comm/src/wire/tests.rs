@@ -1,0 +1,103 @@
+use super::*;
+
+fn samples() -> Vec<(Msg, Vec<u8>)> {
+    vec![
+        (Msg::Hello { rank: 3, size: 4, key: [7; KEY_LEN], listen: "127.0.0.1:4000".into() }, vec![]),
+        (Msg::PeerTable { addrs: vec!["a:1".into(), "b:2".into()] }, vec![]),
+        (Msg::Proto { proto: 0, msg: ProtoMsg::ReadReq { page: 42 } }, vec![]),
+        (
+            Msg::Proto { proto: 0, msg: ProtoMsg::Grant { page: u64::MAX, access: Access::Read, with_data: true } },
+            vec![0xab; 4096],
+        ),
+        (Msg::Sync(SyncMsg::LockGrant { lock: 9, notices: vec![1, 2, 3] }), vec![]),
+        (Msg::Sync(SyncMsg::BarrierArrive { barrier: 0, count: 4, notices: vec![] }), vec![]),
+        (Msg::Goodbye, vec![]),
+        (Msg::Abort { reason: "node 2 lost".into() }, vec![1, 2, 3]),
+    ]
+}
+
+#[test]
+fn round_trip_every_sample() {
+    for (i, (msg, data)) in samples().into_iter().enumerate() {
+        let frame = encode(&msg, 2, i as u32, &data).unwrap();
+        let f = decode(&frame).unwrap();
+        assert_eq!(f.msg, msg);
+        assert_eq!(f.data, &data[..]);
+        assert_eq!(f.header.source, 2);
+        assert_eq!(f.header.seq, i as u32);
+        assert_eq!(f.header.kind, msg.kind());
+    }
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    for (msg, data) in samples() {
+        let frame = encode(&msg, 0, 0, &data).unwrap();
+        for cut in 0..frame.len() {
+            assert!(decode(&frame[..cut]).is_err(), "prefix of {cut} bytes accepted for {msg:?}");
+        }
+    }
+}
+
+#[test]
+fn bad_magic_version_and_lengths_are_rejected() {
+    let frame = encode(&Msg::Goodbye, 0, 0, &[]).unwrap();
+    let mut f = frame.clone();
+    f[0] ^= 1;
+    assert!(matches!(decode(&f), Err(WireError::BadMagic(_))));
+    let mut f = frame.clone();
+    f[4] = 99;
+    assert_eq!(decode(&f), Err(WireError::BadVersion(99)));
+    let mut f = frame.clone();
+    f[12..16].copy_from_slice(&(MAX_CTRL_LEN + 1).to_le_bytes());
+    assert_eq!(decode(&f), Err(WireError::CtrlTooLong(MAX_CTRL_LEN + 1)));
+    let mut f = frame.clone();
+    f[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(decode(&f), Err(WireError::DataTooLong(u32::MAX)));
+    let mut f = frame.clone();
+    f[5] = 3; // kind says Proto, payload says Goodbye
+    assert!(matches!(decode(&f), Err(WireError::KindMismatch { .. })));
+    let mut f = frame;
+    f.push(0);
+    assert!(decode(&f).is_err(), "trailing byte accepted");
+}
+
+#[test]
+fn extra_bytes_inside_the_control_payload_are_rejected() {
+    let mut frame = encode(&Msg::Goodbye, 0, 0, &[]).unwrap();
+    // Grow ctrl_len by one and append a byte: postcard would decode a prefix; we must refuse.
+    let mut h = Header::parse(&frame).unwrap();
+    h.ctrl_len += 1;
+    frame[..HEADER_LEN].copy_from_slice(&h.emit());
+    frame.push(0);
+    assert!(matches!(decode(&frame), Err(WireError::Decode(_))));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        let _ = decode(&bytes);
+        let _ = Header::parse(&bytes);
+    }
+
+    #[test]
+    fn random_bytes_behind_a_valid_header_never_panic(
+        body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..120),
+        kind in 0u8..8,
+        split in 0usize..120,
+    ) {
+        let ctrl = split.min(body.len());
+        let h = Header { kind, flags: 0, source: 1, ctrl_len: ctrl as u32, data_len: (body.len() - ctrl) as u32, seq: 0 };
+        let mut frame = h.emit().to_vec();
+        frame.extend_from_slice(&body);
+        let _ = decode(&frame);
+    }
+
+    #[test]
+    fn lock_grants_round_trip(lock in proptest::prelude::any::<u64>(), notices in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..50)) {
+        let m = Msg::Sync(SyncMsg::LockGrant { lock, notices });
+        let f = encode(&m, 5, 1, &[]).unwrap();
+        proptest::prop_assert_eq!(decode(&f).unwrap().msg, m);
+    }
+}

@@ -1,0 +1,1 @@
+//! svm: the facade applications depend on.
