@@ -1,1 +1,150 @@
-pub trait Transport {}
+//! The transport interface the engine sends through, and frame reassembly for stream transports.
+
+use std::io::IoSlice;
+use std::os::fd::RawFd;
+
+use crate::wire::{Header, WireError, HEADER_LEN};
+use crate::NodeId;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommError {
+    #[error("node {me}: lost the connection to node {peer}: {why}")]
+    Lost { me: NodeId, peer: NodeId, why: String },
+    #[error("node {me}: malformed frame from node {peer}: {err}; closing the connection")]
+    Malformed { me: NodeId, peer: NodeId, err: WireError },
+    #[error("node {me}: {what}")]
+    Setup { me: NodeId, what: String },
+}
+
+/// One connection to one peer. Sends from several threads are serialised inside the link, so
+/// each frame arrives whole and frames from one sender arrive in order.
+pub trait Link: Send + Sync {
+    /// Sends one frame given as consecutive parts (header+control, then raw data).
+    fn send(&self, parts: &[&[u8]]) -> Result<(), CommError>;
+    /// A descriptor that becomes readable when frames may be available (for epoll).
+    fn poll_fd(&self) -> RawFd;
+    /// Reads whatever is available without blocking into `buf`. Returns `Ok(false)` when the peer
+    /// closed the connection.
+    fn recv_available(&self, buf: &mut RecvBuf) -> Result<bool, CommError>;
+    /// Transport name for diagnostics (`tcp`, `deck`).
+    fn kind(&self) -> &'static str;
+    /// Shuts the connection down (both directions) so the peer sees EOF.
+    fn close(&self);
+}
+
+/// Reassembles frames from a byte stream.
+#[derive(Default)]
+pub struct RecvBuf {
+    buf: Vec<u8>,
+    start: usize,
+    /// Length of the valid data when `spare` handed out the free space.
+    mark: usize,
+}
+
+impl RecvBuf {
+    pub fn new() -> Self {
+        RecvBuf { buf: Vec::with_capacity(1 << 16), start: 0, mark: 0 }
+    }
+
+    /// Spare space to read into (at least `min` bytes), compacting consumed bytes first.
+    pub fn spare(&mut self, min: usize) -> &mut [u8] {
+        if self.start > 0 && (self.start == self.buf.len() || self.start > self.buf.capacity() / 2) {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let len = self.buf.len();
+        if self.buf.capacity() - len < min {
+            self.buf.reserve(min);
+        }
+        let cap = self.buf.capacity();
+        self.buf.resize(cap, 0);
+        self.mark = len;
+        &mut self.buf[len..]
+    }
+
+    /// Records that `n` bytes were written into the slice returned by the last `spare` (the
+    /// rest of it is dropped again).
+    pub fn commit(&mut self, n: usize) {
+        self.buf.truncate(self.mark + n);
+    }
+
+    /// Bytes held (not yet consumed).
+    pub fn filled(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// If a whole frame is buffered, returns its byte range and consumes it.
+    pub fn next_frame(&mut self) -> Result<Option<&[u8]>, WireError> {
+        let avail = &self.buf[self.start..];
+        if avail.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let h = Header::parse(avail)?;
+        let len = h.frame_len();
+        if avail.len() < len {
+            return Ok(None);
+        }
+        let s = self.start;
+        self.start += len;
+        Ok(Some(&self.buf[s..s + len]))
+    }
+
+    /// Bytes of a partial frame still buffered (non-zero when a peer died mid-frame).
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.start
+    }
+}
+
+/// Writes all parts, looping over short writes.
+pub fn write_all_parts(mut w: impl std::io::Write, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
+    let mut bufs = &mut slices[..];
+    while !bufs.is_empty() {
+        match w.write_vectored(bufs) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{encode, Msg};
+
+    #[test]
+    fn frames_split_at_every_byte_reassemble() {
+        let mut stream = Vec::new();
+        for i in 0..5u32 {
+            stream.extend(encode(&Msg::Abort { reason: format!("r{i}") }, 1, i, &vec![i as u8; i as usize * 100]).unwrap());
+        }
+        for chunk in [1usize, 7, 24, 100, 4096] {
+            let mut rb = RecvBuf::new();
+            let mut got = 0;
+            for piece in stream.chunks(chunk) {
+                let spare = rb.spare(piece.len());
+                spare[..piece.len()].copy_from_slice(piece);
+                rb.commit(piece.len());
+                while let Some(f) = rb.next_frame().unwrap() {
+                    let fr = crate::wire::decode(f).unwrap();
+                    assert_eq!(fr.header.seq, got);
+                    got += 1;
+                }
+            }
+            assert_eq!(got, 5);
+            assert_eq!(rb.pending(), 0);
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_hang() {
+        let mut rb = RecvBuf::new();
+        let spare = rb.spare(64);
+        spare[..64].copy_from_slice(&[0x41; 64]);
+        rb.commit(64);
+        assert!(rb.next_frame().is_err());
+    }
+}

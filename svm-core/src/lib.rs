@@ -1,6 +1,16 @@
-//! svm-core: one node's runtime.
+//! svm-core: one node's runtime — the shared window, fault backends, the engine that connects
+//! them to a coherence protocol and the communicator, synchronization, statistics, and the
+//! native API.
 
+pub mod config;
+pub mod fault;
+pub mod page_table;
 pub mod protocol;
+pub mod space;
 pub mod sync;
+pub mod sys;
 
 pub use svm_comm::wire::{Access, NodeId, PageId};
+pub mod node;
+pub mod stats;
+pub mod api;

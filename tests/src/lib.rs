@@ -1,1 +1,572 @@
-//! Helpers for the multi-process tests: run svmrun under a hard deadline in its own process group.
+//! Helpers for the multi-process tests: find the built binaries, run `svmrun` under a hard
+//! deadline in its own process group, and kill the whole group when the deadline passes, when the
+//! test panics, or when a [`Job`] is dropped. Nothing a test starts can outlive it.
+//!
+//! The binaries are found relative to the test executable: `current_exe()` is
+//! `target/<profile>/deps/<name>-<hash>`, `svmrun` is `target/<profile>/svmrun` and the examples are
+//! `target/<profile>/examples/<name>`. `cargo test --workspace` builds them before the tests run.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// How long the output pipes may stay open after `svmrun` itself has exited. Something still
+/// holding them after that is a node that outlived its launcher: the job's group is killed and
+/// the run is marked [`Output::lingering`].
+const LINGER_GRACE: Duration = Duration::from_secs(3);
+
+/// Environment variables that describe a job to a node. A test started from inside a job (or a
+/// shell that exported them) must not leak them into the job it starts.
+const BOOTSTRAP_VARS: &[&str] = &["SVM_RANK", "SVM_SIZE", "SVM_COORD", "SVM_JOB_KEY"];
+
+/// `target/<profile>`: the directory holding `deps/`, `examples/` and the workspace's binaries.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe() failed");
+    let deps = exe
+        .parent()
+        .expect("the test executable has no parent directory");
+    // Tests run from `target/<profile>/deps/`; be lenient if run from `target/<profile>/`.
+    if deps.file_name() == Some(OsStr::new("deps")) {
+        deps.parent().expect("deps/ has no parent").to_path_buf()
+    } else {
+        deps.to_path_buf()
+    }
+}
+
+fn profile_name() -> String {
+    profile_dir()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "debug".to_string())
+}
+
+fn build_hint() -> String {
+    match profile_name().as_str() {
+        "debug" => "cargo build --workspace --bins --examples".to_string(),
+        "release" => "cargo build --release --workspace --bins --examples".to_string(),
+        other => format!("cargo build --profile {other} --workspace --bins --examples"),
+    }
+}
+
+fn existing(path: PathBuf, what: &str) -> PathBuf {
+    if !path.is_file() {
+        panic!(
+            "{what} not found at {}: build it first with `{}` (`cargo test --workspace` builds it too)",
+            path.display(),
+            build_hint()
+        );
+    }
+    path
+}
+
+/// Path of the `svmrun` launcher; panics with the build command if it is missing.
+pub fn svmrun_path() -> PathBuf {
+    existing(profile_dir().join("svmrun"), "the svmrun launcher")
+}
+
+/// Path of an example of the `svm` crate (`svm/examples/<name>.rs`); panics with the build command
+/// if it is missing.
+pub fn example_path(name: &str) -> PathBuf {
+    existing(
+        profile_dir().join("examples").join(name),
+        &format!("example `{name}`"),
+    )
+}
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Serialises multi-process runs inside one test binary: the machines these run on have two
+/// cores, and jobs of four nodes each would oversubscribe them badly if run side by side.
+/// A panic in another test (which poisons the lock) does not stop the others.
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What a finished run printed and how it ended.
+#[derive(Debug)]
+pub struct Output {
+    /// The command line, for diagnostics.
+    pub command: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    /// Wall time from spawn to the exit of `svmrun`.
+    pub elapsed: Duration,
+    /// Some process of the job kept the output pipes open for more than a few seconds after
+    /// `svmrun` exited (it was then killed).
+    pub lingering: bool,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
+
+    /// Panics with the full diagnostic unless the run exited 0 and left nothing behind.
+    pub fn assert_success(&self) -> &Self {
+        assert!(self.success(), "expected exit status 0\n{self}");
+        assert!(!self.lingering, "a node outlived svmrun\n{self}");
+        self
+    }
+
+    /// Panics unless stdout contains `needle`.
+    pub fn assert_stdout_contains(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "expected `{needle}` on stdout\n{self}"
+        );
+        self
+    }
+
+    /// Panics unless stderr contains `needle`.
+    pub fn assert_stderr_contains(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "expected `{needle}` on stderr\n{self}"
+        );
+        self
+    }
+
+    /// The stdout lines that contain every one of `words`.
+    pub fn stdout_lines_with(&self, words: &[&str]) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .filter(|l| words.iter().all(|w| l.contains(w)))
+            .collect()
+    }
+}
+
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "command: {}", self.command)?;
+        writeln!(
+            f,
+            "ended: {} after {:.2} s{}",
+            describe_status(&self.status),
+            self.elapsed.as_secs_f64(),
+            if self.lingering {
+                " (a node outlived svmrun and was killed)"
+            } else {
+                ""
+            }
+        )?;
+        write_stream(f, "stdout", &self.stdout)?;
+        write_stream(f, "stderr", &self.stderr)
+    }
+}
+
+fn describe_status(status: &ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => format!("{status}"),
+    }
+}
+
+/// Writes at most the last 16 KiB of a stream, which is where the failure usually is.
+fn write_stream(f: &mut fmt::Formatter<'_>, name: &str, text: &str) -> fmt::Result {
+    const KEEP: usize = 16 * 1024;
+    writeln!(f, "----- {name} ({} bytes) -----", text.len())?;
+    if text.len() > KEEP {
+        let mut cut = text.len() - KEEP;
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        writeln!(f, "[... {cut} bytes cut ...]")?;
+        writeln!(f, "{}", &text[cut..])
+    } else {
+        writeln!(f, "{text}")
+    }
+}
+
+/// A run that did not finish before its deadline (its process group has been killed).
+#[derive(Debug)]
+pub struct TimedOut {
+    pub deadline: Duration,
+    /// What the run had printed until then.
+    pub output: Output,
+}
+
+impl fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "deadline of {:.0} s passed: the job was killed (SIGKILL to its process group)",
+            self.deadline.as_secs_f64()
+        )?;
+        write!(f, "{}", self.output)
+    }
+}
+
+impl std::error::Error for TimedOut {}
+
+/// One stream of the child, read in a thread: everything it printed, and its lines as they come.
+struct Stream {
+    text: Arc<Mutex<Vec<u8>>>,
+    reader: Option<JoinHandle<()>>,
+    done: Receiver<()>,
+}
+
+impl Stream {
+    fn start<R: Read + Send + 'static>(pipe: R, lines: Option<mpsc::Sender<String>>) -> Stream {
+        let text = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&text);
+        let (done_tx, done) = mpsc::channel();
+        let reader = thread::spawn(move || {
+            let mut pipe = BufReader::new(pipe);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match pipe.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        sink.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .extend_from_slice(&line);
+                        if let Some(tx) = &lines {
+                            // The receiver may be gone; the text is kept regardless.
+                            let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
+                        }
+                    }
+                }
+            }
+            let _ = done_tx.send(());
+        });
+        Stream {
+            text,
+            reader: Some(reader),
+            done,
+        }
+    }
+
+    fn snapshot(&self) -> String {
+        String::from_utf8_lossy(&self.text.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    }
+
+    /// Waits until the pipe reaches end of file; false if it did not by `until`.
+    fn wait_eof(&mut self, until: Instant) -> bool {
+        if self.reader.is_none() {
+            return true;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        match self.done.recv_timeout(left) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                if let Some(h) = self.reader.take() {
+                    let _ = h.join();
+                }
+                true
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+        }
+    }
+}
+
+/// A running `svmrun` job in its own process group. Dropping it kills the group.
+pub struct Job {
+    command: String,
+    child: Child,
+    pgid: Pid,
+    start: Instant,
+    stdout: Stream,
+    stderr: Stream,
+    stdout_lines: Receiver<String>,
+    status: Option<ExitStatus>,
+    exited_at: Option<Instant>,
+}
+
+impl Job {
+    /// Starts `svmrun ARGS...` with extra environment `envs`, in a new process group.
+    pub fn start(args: &[&str], envs: &[(&str, &str)]) -> Job {
+        Self::start_program(&svmrun_path(), args, envs)
+    }
+
+    /// Starts any program the same way (own process group, output captured).
+    pub fn start_program(program: &Path, args: &[&str], envs: &[(&str, &str)]) -> Job {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for var in BOOTSTRAP_VARS {
+            cmd.env_remove(var);
+        }
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        cmd.process_group(0);
+        let mut command = envs
+            .iter()
+            .map(|(k, v)| format!("{k}={v} "))
+            .collect::<String>();
+        command.push_str(&program.display().to_string());
+        for a in args {
+            command.push(' ');
+            command.push_str(a);
+        }
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{command}`: {e}"));
+        let pid = i32::try_from(child.id()).expect("pid does not fit in i32");
+        let (line_tx, stdout_lines) = mpsc::channel();
+        let stdout = Stream::start(child.stdout.take().expect("stdout is piped"), Some(line_tx));
+        let stderr = Stream::start(child.stderr.take().expect("stderr is piped"), None);
+        Job {
+            command,
+            child,
+            pgid: Pid::from_raw(pid),
+            start: Instant::now(),
+            stdout,
+            stderr,
+            stdout_lines,
+            status: None,
+            exited_at: None,
+        }
+    }
+
+    /// Process id of `svmrun` (also the id of the job's process group).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Time since the job started.
+    pub fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// SIGKILL to every process of the job's group. Harmless if they are already gone.
+    pub fn kill_group(&self) {
+        match killpg(self.pgid, Signal::SIGKILL) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => eprintln!("svm-tests: killpg({}) failed: {e}", self.pgid),
+        }
+    }
+
+    /// The next stdout line (without the newline) for which `pred` holds, waiting at most
+    /// `timeout`. Lines that do not match are skipped (they stay in the final output).
+    pub fn wait_for_line(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<String> {
+        let until = Instant::now() + timeout;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.stdout_lines.recv_timeout(left) {
+                Ok(line) => {
+                    let line = line.trim_end_matches(['\n', '\r']).to_string();
+                    if pred(&line) {
+                        return Some(line);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Has `svmrun` exited? Does not block.
+    pub fn has_exited(&mut self) -> bool {
+        self.poll_exit();
+        self.status.is_some()
+    }
+
+    fn poll_exit(&mut self) {
+        if self.status.is_none() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.status = Some(st);
+                self.exited_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// Output so far, as an [`Output`] whose status is a placeholder if the job still runs.
+    fn snapshot(&self, status: ExitStatus, lingering: bool) -> Output {
+        Output {
+            command: self.command.clone(),
+            status,
+            stdout: self.stdout.snapshot(),
+            stderr: self.stderr.snapshot(),
+            elapsed: self
+                .exited_at
+                .unwrap_or_else(Instant::now)
+                .duration_since(self.start),
+            lingering,
+        }
+    }
+
+    /// Everything printed so far (for diagnostics while the job runs).
+    pub fn output_so_far(&self) -> String {
+        format!(
+            "command: {}\n----- stdout -----\n{}\n----- stderr -----\n{}",
+            self.command,
+            self.stdout.snapshot(),
+            self.stderr.snapshot()
+        )
+    }
+
+    /// Waits until `svmrun` exits, at most `deadline` after the job started. On time: collects
+    /// the output (killing the group if a node keeps the pipes open). Past the deadline: kills
+    /// the group and returns [`TimedOut`] with the output so far.
+    pub fn wait(mut self, deadline: Duration) -> Result<Output, Box<TimedOut>> {
+        let until = self.start + deadline;
+        loop {
+            self.poll_exit();
+            if self.status.is_some() || Instant::now() >= until {
+                break;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let Some(status) = self.status else {
+            self.kill_group();
+            let status = self
+                .child
+                .wait()
+                .unwrap_or_else(|_| ExitStatus::from_raw(9));
+            self.status = Some(status);
+            let grace = Instant::now() + LINGER_GRACE;
+            self.stdout.wait_eof(grace);
+            self.stderr.wait_eof(grace);
+            let output = self.snapshot(status, false);
+            return Err(Box::new(TimedOut { deadline, output }));
+        };
+        let grace = Instant::now() + LINGER_GRACE;
+        let mut closed = self.stdout.wait_eof(grace);
+        closed &= self.stderr.wait_eof(grace);
+        if !closed {
+            self.kill_group();
+            let grace = Instant::now() + LINGER_GRACE;
+            self.stdout.wait_eof(grace);
+            self.stderr.wait_eof(grace);
+        }
+        Ok(self.snapshot(status, !closed))
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // Always: covers a panicking test, and nodes left behind by an exited svmrun.
+        self.kill_group();
+        if self.status.is_none() {
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs `svmrun ARGS...` and returns its output, or the output so far if `deadline` passed (the
+/// process group is killed then).
+pub fn try_run_svmrun_env(
+    args: &[&str],
+    envs: &[(&str, &str)],
+    deadline: Duration,
+) -> Result<Output, Box<TimedOut>> {
+    Job::start(args, envs).wait(deadline)
+}
+
+/// Runs `svmrun ARGS...` with a hard deadline; panics with a diagnostic (including everything
+/// printed so far) if the deadline passes. The process group is killed in every case.
+pub fn run_svmrun(args: &[&str], deadline: Duration) -> Output {
+    run_svmrun_env(args, &[], deadline)
+}
+
+/// [`run_svmrun`] with extra environment variables.
+pub fn run_svmrun_env(args: &[&str], envs: &[(&str, &str)], deadline: Duration) -> Output {
+    match try_run_svmrun_env(args, envs, deadline) {
+        Ok(out) => out,
+        Err(timed_out) => panic!("{timed_out}"),
+    }
+}
+
+/// `svmrun -n NODES --fault FAULT <example> ARGS...` under `deadline`, serialised with the
+/// other multi-process runs of this test binary.
+pub fn run_example(
+    nodes: usize,
+    fault: &str,
+    example: &str,
+    args: &[&str],
+    deadline: Duration,
+) -> Output {
+    let exe = example_path(example);
+    let exe = exe.to_str().expect("non-UTF-8 target path");
+    let n = nodes.to_string();
+    let mut full = vec!["-n", n.as_str(), "--fault", fault, exe];
+    full.extend_from_slice(args);
+    let _serial = serial();
+    run_svmrun(&full, deadline)
+}
+
+/// Parses `key=value` out of a line of whitespace-separated words.
+pub fn word_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("cannot bind 127.0.0.1:0");
+    l.local_addr().expect("local_addr").port()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_value_finds_exact_keys() {
+        let line = "checksum=1.5e0 time_s=0.25 OK";
+        assert_eq!(word_value(line, "checksum"), Some("1.5e0"));
+        assert_eq!(word_value(line, "time_s"), Some("0.25"));
+        assert_eq!(word_value(line, "time"), None);
+        assert_eq!(word_value(line, "OK"), None);
+    }
+
+    #[test]
+    fn deadline_kills_the_group_and_keeps_the_output() {
+        let sh = Path::new("/bin/sh");
+        let job = Job::start_program(sh, &["-c", "echo started; sleep 30 & sleep 30"], &[]);
+        let t = Instant::now();
+        let err = job
+            .wait(Duration::from_millis(500))
+            .expect_err("sleep 30 cannot finish in 0.5 s");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            t.elapsed()
+        );
+        assert!(err.output.stdout.contains("started"), "{err}");
+        assert!(err.to_string().contains("deadline"), "{err}");
+    }
+
+    #[test]
+    fn a_background_process_holding_the_pipes_is_reported_and_killed() {
+        let sh = Path::new("/bin/sh");
+        let job = Job::start_program(sh, &["-c", "sleep 30 & echo bye"], &[]);
+        let out = job.wait(Duration::from_secs(20)).expect("sh exits at once");
+        assert!(out.success(), "{out}");
+        assert!(out.lingering, "{out}");
+        assert!(out.elapsed < Duration::from_secs(5), "{out}");
+    }
+
+    #[test]
+    fn exit_status_and_streams_are_reported() {
+        let sh = Path::new("/bin/sh");
+        let out = Job::start_program(sh, &["-c", "echo out; echo err >&2; exit 3"], &[])
+            .wait(Duration::from_secs(20))
+            .expect("sh exits at once");
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(out.stdout, "out\n");
+        assert_eq!(out.stderr, "err\n");
+        assert!(!out.lingering);
+    }
+}

@@ -1,1 +1,287 @@
+//! TCP transport: a full mesh with one connection per pair of nodes.
+//!
+//! Setup: rank 0 listens at `SVM_COORD` (or on the socket inherited through `SVM_COORD_FD`);
+//! every other rank listens on an ephemeral port of `SVM_LISTEN` (default 127.0.0.1), connects to
+//! rank 0 and sends `Hello` with the job key and its listen address. Rank 0 answers every node with
+//! the `PeerTable`; then rank i connects to every rank 0 < j < i and accepts from every j > i.
+//! Every connection starts with a `Hello` whose job key is compared in constant time; a stranger is
+//! refused, logged, and does not disturb the job.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::sys::socket::{recv, setsockopt, shutdown, sockopt, MsgFlags, Shutdown};
+use subtle::ConstantTimeEq;
+
+use crate::bootstrap::Bootstrap;
+use crate::transport::{write_all_parts, CommError, Link, RecvBuf};
+use crate::wire::{self, Msg, NodeId, KEY_LEN};
+
+/// A TCP connection to one peer.
+pub struct TcpLink {
+    me: NodeId,
+    peer: NodeId,
+    stream: TcpStream,
+    send_lock: Mutex<()>,
+}
+
+impl TcpLink {
+    fn new(me: NodeId, peer: NodeId, stream: TcpStream) -> std::io::Result<TcpLink> {
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(None)?;
+        stream.set_write_timeout(None)?;
+        // Large buffers keep a sender from blocking while the peer is busy sending to us.
+        let _ = setsockopt(&stream, sockopt::SndBuf, &(4 << 20));
+        let _ = setsockopt(&stream, sockopt::RcvBuf, &(4 << 20));
+        Ok(TcpLink { me, peer, stream, send_lock: Mutex::new(()) })
+    }
+}
+
+impl Link for TcpLink {
+    fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
+        let _g = self.send_lock.lock().unwrap_or_else(|p| p.into_inner());
+        write_all_parts(&self.stream, parts).map_err(|e| CommError::Lost {
+            me: self.me,
+            peer: self.peer,
+            why: format!("send failed: {e}"),
+        })
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
+    fn recv_available(&self, buf: &mut RecvBuf) -> Result<bool, CommError> {
+        loop {
+            let spare = buf.spare(64 << 10);
+            let want = spare.len();
+            match recv(self.stream.as_raw_fd(), spare, MsgFlags::MSG_DONTWAIT) {
+                Ok(0) => {
+                    buf.commit(0);
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    buf.commit(n);
+                    if n < want {
+                        return Ok(true);
+                    }
+                }
+                Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => {
+                    buf.commit(0);
+                    return Ok(true);
+                }
+                Err(e) => {
+                    buf.commit(0);
+                    return Err(CommError::Lost { me: self.me, peer: self.peer, why: format!("receive failed: {e}") });
+                }
+            }
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        "tcp"
+    }
+
+    fn close(&self) {
+        let _ = shutdown(self.stream.as_raw_fd(), Shutdown::Both);
+    }
+}
+
+/// The established mesh: one link per other node, and the listener kept open to refuse (and
+/// log) strangers for the rest of the job.
+pub struct Mesh {
+    pub links: Vec<Option<TcpLink>>,
+    pub listener: TcpListener,
+}
+
+fn setup(me: NodeId, what: String) -> CommError {
+    CommError::Setup { me, what }
+}
+
+/// Reads one whole frame from a blocking stream (handshake only), with the stream's timeout.
+fn read_frame(stream: &mut TcpStream) -> Result<(Msg, Vec<u8>), String> {
+    let mut hdr = [0u8; wire::HEADER_LEN];
+    stream.read_exact(&mut hdr).map_err(|e| format!("reading the handshake: {e}"))?;
+    let h = wire::Header::parse(&hdr).map_err(|e| e.to_string())?;
+    if h.frame_len() > wire::HEADER_LEN + (1 << 20) {
+        return Err(format!("handshake frame of {} bytes is too large", h.frame_len()));
+    }
+    let mut frame = hdr.to_vec();
+    frame.resize(h.frame_len(), 0);
+    stream.read_exact(&mut frame[wire::HEADER_LEN..]).map_err(|e| format!("reading the handshake: {e}"))?;
+    let f = wire::decode(&frame).map_err(|e| e.to_string())?;
+    Ok((f.msg, f.data.to_vec()))
+}
+
+fn write_msg(stream: &mut TcpStream, me: NodeId, msg: &Msg) -> std::io::Result<()> {
+    let frame = wire::encode(msg, me, 0, &[]).map_err(|e| std::io::Error::other(e.to_string()))?;
+    stream.write_all(&frame)
+}
+
+/// Checks a Hello against the job. Returns the peer's rank and listen address.
+pub fn check_hello(msg: &Msg, key: &[u8; KEY_LEN], size: NodeId) -> Result<(NodeId, String), String> {
+    match msg {
+        Msg::Hello { rank, size: s, key: k, listen } => {
+            if !bool::from(k.ct_eq(key)) {
+                return Err("wrong job key".into());
+            }
+            if *s != size || *rank >= size {
+                return Err(format!("rank {rank} of {s} does not fit this job of {size} nodes"));
+            }
+            Ok((*rank, listen.clone()))
+        }
+        other => Err(format!("expected a Hello, got {}", other.stat_name())),
+    }
+}
+
+fn log_refusal(me: NodeId, from: Option<SocketAddr>, why: &str) {
+    let from = from.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into());
+    eprintln!("svm: node {me}: refused a connection from {from}: {why}");
+}
+
+/// Accepts connections until `want(rank)` is satisfied for every expected rank; strangers are
+/// refused and logged.
+fn accept_peers(
+    me: NodeId,
+    listener: &TcpListener,
+    boot: &Bootstrap,
+    mut expected: Vec<NodeId>,
+    deadline: Instant,
+    mut on_peer: impl FnMut(NodeId, String, TcpStream) -> Result<(), CommError>,
+) -> Result<(), CommError> {
+    listener.set_nonblocking(true).map_err(|e| setup(me, format!("listener: {e}")))?;
+    while !expected.is_empty() {
+        if Instant::now() >= deadline {
+            return Err(setup(
+                me,
+                format!("timed out waiting for nodes {expected:?} to connect (are they running? same SVM_JOB_KEY?)"),
+            ));
+        }
+        let (mut stream, addr) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            Err(e) => return Err(setup(me, format!("accept failed: {e}"))),
+        };
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        match read_frame(&mut stream).and_then(|(m, _)| check_hello(&m, &boot.job_key, boot.size)) {
+            Ok((rank, listen)) if expected.contains(&rank) => {
+                expected.retain(|r| *r != rank);
+                on_peer(rank, listen, stream)?;
+            }
+            Ok((rank, _)) => log_refusal(me, Some(addr), &format!("unexpected or duplicate rank {rank}")),
+            Err(why) => log_refusal(me, Some(addr), &why),
+        }
+    }
+    listener.set_nonblocking(false).map_err(|e| setup(me, format!("listener: {e}")))?;
+    Ok(())
+}
+
+fn connect_retry(me: NodeId, addr: &str, deadline: Instant) -> Result<TcpStream, CommError> {
+    let mut last = String::new();
+    loop {
+        let addrs: Vec<SocketAddr> = match addr.to_socket_addrs() {
+            Ok(a) => a.collect(),
+            Err(e) => return Err(setup(me, format!("cannot resolve {addr}: {e}"))),
+        };
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(setup(me, format!("could not connect to {addr}: {last} (is rank 0 running? check SVM_COORD)")));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Builds the full mesh for this node. `timeout` bounds the whole setup.
+///
+/// `inherited` is rank 0's rendezvous listener when the launcher passed one (`SVM_COORD_FD`;
+/// turning the raw descriptor into a listener is the caller's job, in svm-core's `sys`).
+pub fn establish(boot: &Bootstrap, inherited: Option<TcpListener>, timeout: Duration) -> Result<Mesh, CommError> {
+    let me = boot.rank;
+    let n = boot.size as usize;
+    let deadline = Instant::now() + timeout;
+    let coord = boot.coord.clone().unwrap_or_default();
+    let listener = if me == 0 {
+        match inherited {
+            Some(l) => l,
+            None => TcpListener::bind(&coord).map_err(|e| {
+                setup(me, format!("cannot listen on SVM_COORD={coord}: {e} (port in use? choose another SVM_COORD)"))
+            })?,
+        }
+    } else {
+        TcpListener::bind((boot.listen.as_str(), 0))
+            .map_err(|e| setup(me, format!("cannot listen on SVM_LISTEN={}: {e}", boot.listen)))?
+    };
+    let my_addr = listener.local_addr().map_err(|e| setup(me, e.to_string()))?;
+    let hello = Msg::Hello { rank: me, size: boot.size, key: boot.job_key, listen: my_addr.to_string() };
+    let mut links: Vec<Option<TcpLink>> = (0..n).map(|_| None).collect();
+    let link = |peer: NodeId, s: TcpStream| TcpLink::new(me, peer, s).map_err(|e| setup(me, e.to_string()));
+
+    if me == 0 {
+        let mut addrs = vec![String::new(); n];
+        addrs[0] = my_addr.to_string();
+        let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+        accept_peers(me, &listener, boot, (1..boot.size).collect(), deadline, |rank, listen, s| {
+            addrs[rank as usize] = listen;
+            streams[rank as usize] = Some(s);
+            Ok(())
+        })?;
+        let table = Msg::PeerTable { addrs };
+        for (rank, s) in streams.into_iter().enumerate() {
+            if let Some(mut s) = s {
+                write_msg(&mut s, me, &table).map_err(|e| setup(me, format!("sending the peer table to node {rank}: {e}")))?;
+                links[rank] = Some(link(rank as NodeId, s)?);
+            }
+        }
+    } else {
+        let mut s = connect_retry(me, &coord, deadline)?;
+        write_msg(&mut s, me, &hello).map_err(|e| setup(me, format!("greeting rank 0: {e}")))?;
+        let _ = s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
+        let addrs = match read_frame(&mut s) {
+            Ok((Msg::PeerTable { addrs }, _)) if addrs.len() == n => addrs,
+            Ok((m, _)) => return Err(setup(me, format!("rank 0 answered with {} instead of the peer table", m.stat_name()))),
+            Err(e) => return Err(setup(me, format!("rank 0 closed the handshake: {e} (wrong SVM_JOB_KEY?)"))),
+        };
+        links[0] = Some(link(0, s)?);
+        for (j, addr) in addrs.iter().enumerate().take(me as usize).skip(1) {
+            let mut s = connect_retry(me, addr, deadline)?;
+            write_msg(&mut s, me, &hello).map_err(|e| setup(me, format!("greeting node {j}: {e}")))?;
+            links[j] = Some(link(j as NodeId, s)?);
+        }
+        let later: Vec<NodeId> = ((me + 1)..boot.size).collect();
+        accept_peers(me, &listener, boot, later, deadline, |rank, _, s| {
+            links[rank as usize] = Some(link(rank, s)?);
+            Ok(())
+        })?;
+    }
+    Ok(Mesh { links, listener })
+}
+
+/// After setup: refuses and logs every further connection attempt until the process exits.
+pub fn refuse_strangers(me: NodeId, listener: TcpListener, key: [u8; KEY_LEN], size: NodeId) {
+    let _ = std::thread::Builder::new().name("svm-refuse".into()).spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { continue };
+            let addr = s.peer_addr().ok();
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let why = match read_frame(&mut s).and_then(|(m, _)| check_hello(&m, &key, size)) {
+                Ok((rank, _)) => format!("the job is already running (a second connection claiming rank {rank})"),
+                Err(why) => why,
+            };
+            log_refusal(me, addr, &why);
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    });
+}
 

@@ -106,41 +106,31 @@ impl Header {
     }
 }
 
-/// Encodes `msg` plus raw `data` as one frame appended to `out`.
-pub fn encode_into(
-    msg: &Msg,
-    source: u16,
-    seq: u32,
-    data: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<(), WireError> {
-    if data.len() > MAX_DATA_LEN as usize {
-        return Err(WireError::DataTooLong(data.len().min(u32::MAX as usize) as u32));
+/// Encodes the header and control payload of a frame whose raw data (`data_len` bytes) the
+/// caller sends separately (so page contents are never copied into the frame buffer).
+/// `out` is cleared first.
+pub fn encode_head(msg: &Msg, source: u16, seq: u32, data_len: usize, out: &mut Vec<u8>) -> Result<(), WireError> {
+    if data_len > MAX_DATA_LEN as usize {
+        return Err(WireError::DataTooLong(data_len.min(u32::MAX as usize) as u32));
     }
-    let start = out.len();
+    out.clear();
     out.extend_from_slice(&[0u8; HEADER_LEN]);
-    let ctrl = postcard::to_extend(msg, std::mem::take(out)).map_err(|e| WireError::Encode(e.to_string()));
-    let mut buf = match ctrl {
-        Ok(b) => b,
-        Err(e) => return Err(e),
-    };
-    let ctrl_len = buf.len() - start - HEADER_LEN;
+    let buf = postcard::to_extend(msg, std::mem::take(out)).map_err(|e| WireError::Encode(e.to_string()))?;
+    *out = buf;
+    let ctrl_len = out.len() - HEADER_LEN;
     if ctrl_len > MAX_CTRL_LEN as usize {
-        buf.truncate(start);
-        *out = buf;
+        out.clear();
         return Err(WireError::CtrlTooLong(ctrl_len as u32));
     }
-    buf.extend_from_slice(data);
-    let h = Header {
-        kind: msg.kind(),
-        flags: 0,
-        source,
-        ctrl_len: ctrl_len as u32,
-        data_len: data.len() as u32,
-        seq,
-    };
-    buf[start..start + HEADER_LEN].copy_from_slice(&h.emit());
-    *out = buf;
+    let h = Header { kind: msg.kind(), flags: 0, source, ctrl_len: ctrl_len as u32, data_len: data_len as u32, seq };
+    out[..HEADER_LEN].copy_from_slice(&h.emit());
+    Ok(())
+}
+
+/// Encodes `msg` plus raw `data` as one frame into `out` (cleared first).
+pub fn encode_into(msg: &Msg, source: u16, seq: u32, data: &[u8], out: &mut Vec<u8>) -> Result<(), WireError> {
+    encode_head(msg, source, seq, data.len(), out)?;
+    out.extend_from_slice(data);
     Ok(())
 }
 

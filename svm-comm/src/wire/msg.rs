@@ -8,8 +8,9 @@ pub type NodeId = u16;
 pub type PageId = u64;
 
 /// Access a node has (or wants) to a page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Access {
+    #[default]
     None,
     Read,
     Write,
@@ -77,6 +78,22 @@ pub enum SyncMsg {
     BarrierRelease { barrier: u64, arrivals: u32, notices: Vec<PageId> },
     /// Barrier manager → node: an arrival named a count that differs from the round's.
     BarrierMismatch { barrier: u64, expected: u32, got: u32 },
+}
+
+impl ProtoMsg {
+    /// The page every protocol message is about.
+    pub fn page(&self) -> PageId {
+        match self {
+            ProtoMsg::ReadReq { page }
+            | ProtoMsg::WriteReq { page }
+            | ProtoMsg::FwdRead { page, .. }
+            | ProtoMsg::FwdWrite { page, .. }
+            | ProtoMsg::Inval { page }
+            | ProtoMsg::InvalAck { page }
+            | ProtoMsg::Grant { page, .. }
+            | ProtoMsg::Done { page } => *page,
+        }
+    }
 }
 
 impl Msg {

@@ -131,6 +131,11 @@ impl SyncState {
         }
     }
 
+    /// Whether local thread `waiter` holds `lock`.
+    pub fn is_holder(&self, lock: u64, waiter: Waiter) -> bool {
+        self.locks.get(&lock).is_some_and(|l| l.held && l.owner == Some(waiter))
+    }
+
     /// The local thread `waiter` releases `lock`; `notices` come from the protocol's release.
     pub fn lock_release(
         &mut self,

@@ -1,0 +1,457 @@
+//! The native Rust API (re-exported by the `svm` facade crate).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), svm_core::api::SvmError> {
+//! # let factory: svm_core::api::ProtocolFactory = |_| None;
+//! let svm = svm_core::api::init_with(factory)?;
+//! let counter = svm_core::api::alloc_collective::<u64>(1)?;
+//! let m = svm_core::api::Mutex::new(0);
+//! {
+//!     let _g = m.lock()?;
+//!     counter.set(0, counter.get(0) + 1);
+//! }
+//! svm_core::api::barrier()?;
+//! svm.finish()?;
+//! # Ok(()) }
+//! ```
+
+use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock};
+
+use svm_comm::bootstrap::{Bootstrap, BootstrapError, Launcher};
+use svm_comm::tcp;
+use svm_comm::transport::{CommError, Link};
+
+use crate::config::{Config, ConfigError, FaultKind};
+use crate::fault::segv::SegvBackend;
+use crate::fault::uffd::UffdBackend;
+use crate::fault::FaultBackend;
+use crate::node::{Node, WaitResult};
+use crate::protocol::Protocol;
+use crate::space::{Home as SpaceHome, Space, SpaceError};
+use crate::stats::Stats;
+use crate::sys::{self, Backing, SysError, Window};
+use crate::NodeId;
+
+pub use crate::space::Home;
+
+/// Builds the protocol named by `SVM_PROTOCOL` (`None` if unknown).
+pub type ProtocolFactory = fn(&str) -> Option<Box<dyn Protocol>>;
+
+/// Everything that can go wrong through the API.
+#[derive(Debug, thiserror::Error)]
+pub enum SvmError {
+    #[error("svm: configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("svm: bootstrap: {0}")]
+    Bootstrap(#[from] BootstrapError),
+    #[error("svm: node {node}: {err}")]
+    Sys { node: NodeId, err: SysError },
+    #[error("svm: {0}")]
+    Comm(#[from] CommError),
+    #[error("svm: node {node}: allocation failed: {err}")]
+    Space { node: NodeId, err: SpaceError },
+    #[error("svm: init() was called twice in this process")]
+    AlreadyInitialized,
+    #[error("svm: the runtime is not initialized: call svm::init() first")]
+    NotInitialized,
+    #[error("svm: unknown protocol {0:?} (SVM_PROTOCOL / --protocol)")]
+    UnknownProtocol(String),
+    #[error("svm: node {node}: unlock of lock {lock} by a thread that does not hold it")]
+    NotLockHolder { node: NodeId, lock: u64 },
+    #[error("svm: node {node}: barrier {barrier} called with count {got}, but this round's count is {expected}")]
+    BarrierMismatch { node: NodeId, barrier: u64, expected: u32, got: u32 },
+    #[error("svm: node {node}: barrier {barrier} called with a participant count of 0")]
+    ZeroCount { node: NodeId, barrier: u64 },
+    #[error("svm: node {node}: {what} id {id} is reserved for the runtime (ids must be below 2^63)")]
+    ReservedId { node: NodeId, what: &'static str, id: u64 },
+}
+
+pub type Result<T> = std::result::Result<T, SvmError>;
+
+static RUNTIME: OnceLock<Arc<Node>> = OnceLock::new();
+
+/// Ids at or above this are reserved for the runtime's own locks and barriers.
+pub const RESERVED_IDS: u64 = 1 << 63;
+const GLOBAL_BARRIER: u64 = u64::MAX;
+
+fn node() -> Result<&'static Arc<Node>> {
+    RUNTIME.get().ok_or(SvmError::NotInitialized)
+}
+
+/// The runtime handle: keep it alive until the end of `main`. Dropping it (or calling
+/// [`Svm::finish`]) ends this node's part in the job in order: it waits until every node has
+/// finished, serving their requests meanwhile.
+pub struct Svm {
+    _private: (),
+}
+
+impl Svm {
+    /// Orderly end of this node's part in the job (also done on drop). Failures of the job
+    /// during the shutdown end the process with a diagnostic, so this returns only on success.
+    pub fn finish(self) -> Result<()> {
+        node()?;
+        drop(self);
+        Ok(())
+    }
+}
+
+impl Drop for Svm {
+    fn drop(&mut self) {
+        if let Some(n) = RUNTIME.get() {
+            if std::thread::panicking() {
+                n.abort("the application panicked");
+            }
+            n.finish();
+        }
+    }
+}
+
+fn die_with_launcher() {
+    // Nodes started by svmrun die with it, so a killed launcher never leaves nodes behind.
+    if let Ok(pid) = std::env::var("SVM_LAUNCHER_PID") {
+        if let Ok(pid) = pid.trim().parse::<i32>() {
+            let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+            if nix::unistd::getppid().as_raw() != pid {
+                eprintln!("svm: the launcher (pid {pid}) is gone; exiting");
+                sys::exit_now(crate::node::EXIT_FAILURE);
+            }
+        }
+    }
+}
+
+/// Joins the job described by the environment (`svmrun`, Slurm, Open MPI, or a single node
+/// without any of them), with protocols built by `factory`.
+pub fn init_with(factory: ProtocolFactory) -> Result<Svm> {
+    if RUNTIME.get().is_some() {
+        return Err(SvmError::AlreadyInitialized);
+    }
+    let cfg = Config::from_env()?;
+    let boot = Bootstrap::from_env()?;
+    let me = boot.rank;
+    if boot.launcher == Launcher::Svmrun {
+        die_with_launcher();
+    }
+    let protocol = factory(&cfg.protocol).ok_or_else(|| SvmError::UnknownProtocol(cfg.protocol.clone()))?;
+    let sys_err = |err| SvmError::Sys { node: me, err };
+    let kind = match cfg.fault {
+        Some(k) => k,
+        None if sys::uffd::available() => FaultKind::Uffd,
+        None => FaultKind::Segv,
+    };
+    let backing = match kind {
+        FaultKind::Uffd => Backing::Anonymous,
+        FaultKind::Segv => Backing::MemfdWithAlias,
+    };
+    let window = Window::map(cfg.space_base, cfg.space_size, backing).map_err(sys_err)?;
+    let backend: Box<dyn FaultBackend> = match kind {
+        FaultKind::Uffd => Box::new(UffdBackend::new(window, cfg.page_size).map_err(|e| {
+            sys_err(match e {
+                SysError::Call { call, errno } => SysError::Call { call, errno },
+                other => other,
+            })
+        })?),
+        FaultKind::Segv => Box::new(SegvBackend::new(window, cfg.page_size).map_err(sys_err)?),
+    };
+    let space = Arc::new(Space::new(cfg.space_base, cfg.space_size, cfg.page_size, me, boot.size));
+    let mut links: Vec<Option<Box<dyn Link>>> = (0..boot.size).map(|_| None).collect();
+    if boot.size > 1 {
+        let inherited = match (me, boot.coord_fd) {
+            (0, Some(fd)) => Some(sys::inherited_listener(fd).map_err(|e| CommError::Setup {
+                me,
+                what: format!("SVM_COORD_FD={fd} is not a usable listening socket: {e}"),
+            })?),
+            (_, Some(fd)) => {
+                sys::close_inherited(fd);
+                None
+            }
+            _ => None,
+        };
+        let mesh = tcp::establish(&boot, inherited, cfg.timeout.min(std::time::Duration::from_secs(120)))?;
+        tcp::refuse_strangers(me, mesh.listener, boot.job_key, boot.size);
+        for (i, l) in mesh.links.into_iter().enumerate() {
+            links[i] = l.map(|l| Box::new(l) as Box<dyn Link>);
+        }
+    } else if let Some(fd) = boot.coord_fd {
+        sys::close_inherited(fd);
+    }
+    let verbose = cfg.verbose;
+    let node = Node::start(cfg, me, boot.size, space, backend, links, protocol).map_err(sys_err)?;
+    if verbose {
+        eprintln!(
+            "svm: node {me} of {}: protocol {}, fault backend {}, window {:#x}+{:#x}, page {} B",
+            boot.size,
+            node.protocol_name(),
+            node.fault_backend_name(),
+            node.cfg.space_base,
+            node.cfg.space_size,
+            node.cfg.page_size
+        );
+    }
+    RUNTIME.set(node).map_err(|_| SvmError::AlreadyInitialized)?;
+    Ok(Svm { _private: () })
+}
+
+/// This node's rank (0-based). 0 before `init`.
+pub fn node_id() -> usize {
+    RUNTIME.get().map(|n| n.me as usize).unwrap_or(0)
+}
+
+/// Number of nodes in the job. 1 before `init`.
+pub fn nodes() -> usize {
+    RUNTIME.get().map(|n| n.nodes as usize).unwrap_or(1)
+}
+
+/// Size of the coherence unit in bytes.
+pub fn page_size() -> usize {
+    RUNTIME.get().map(|n| n.space.page_size()).unwrap_or(4096)
+}
+
+/// A statistics snapshot of this node.
+pub fn stats() -> Stats {
+    match RUNTIME.get() {
+        Some(n) => n.stats(),
+        None => Stats::from_counters(&Default::default(), 0, 1, "none", "none"),
+    }
+}
+
+/// A slice of `T` in the shared window. Copyable; the same address means the same data on every
+/// node. Element access is volatile (another node may change the data between two reads).
+pub struct SharedSlice<T: bytemuck::Pod> {
+    addr: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: bytemuck::Pod> Clone for SharedSlice<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: bytemuck::Pod> Copy for SharedSlice<T> {}
+
+impl<T: bytemuck::Pod> std::fmt::Debug for SharedSlice<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedSlice<{}>({:#x}, len {})", std::any::type_name::<T>(), self.addr, self.len)
+    }
+}
+
+impl<T: bytemuck::Pod> SharedSlice<T> {
+    fn bounds(&self) -> (usize, usize) {
+        (self.addr, self.len * std::mem::size_of::<T>())
+    }
+
+    /// Rebuilds a slice from an address and length another node published (e.g. stored in
+    /// shared memory). The range must lie in the shared window.
+    pub fn from_raw_parts(addr: usize, len: usize) -> Result<Self> {
+        let n = node()?;
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).unwrap_or(usize::MAX);
+        if !n.space.contains(addr) || bytes == usize::MAX || !n.space.contains(addr + bytes.max(1) - 1) {
+            return Err(SvmError::Space { node: n.me, err: SpaceError::BadFree { addr } });
+        }
+        Ok(SharedSlice { addr, len, _t: PhantomData })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Address of element 0 in the shared window.
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    fn at(&self, i: usize) -> usize {
+        assert!(i < self.len, "index {i} out of bounds of a shared slice of length {}", self.len);
+        self.addr + i * std::mem::size_of::<T>()
+    }
+
+    pub fn get(&self, i: usize) -> T {
+        sys::app_load(self.bounds(), self.at(i))
+    }
+
+    pub fn set(&self, i: usize, v: T) {
+        sys::app_store(self.bounds(), self.at(i), v)
+    }
+
+    /// Copies `dst.len()` elements starting at `start` out of shared memory.
+    pub fn read_into(&self, start: usize, dst: &mut [T]) {
+        assert!(start.checked_add(dst.len()).is_some_and(|e| e <= self.len), "range out of bounds");
+        sys::app_copy_out(self.bounds(), self.addr + start * std::mem::size_of::<T>(), dst)
+    }
+
+    /// Copies `src` into shared memory starting at element `start`.
+    pub fn write_from(&self, start: usize, src: &[T]) {
+        assert!(start.checked_add(src.len()).is_some_and(|e| e <= self.len), "range out of bounds");
+        sys::app_copy_in(self.bounds(), self.addr + start * std::mem::size_of::<T>(), src)
+    }
+
+    /// A sub-slice `[start, start+len)`.
+    pub fn slice(&self, start: usize, len: usize) -> SharedSlice<T> {
+        assert!(start.checked_add(len).is_some_and(|e| e <= self.len), "sub-slice out of bounds");
+        SharedSlice { addr: self.addr + start * std::mem::size_of::<T>(), len, _t: PhantomData }
+    }
+}
+
+fn bytes_of<T>(len: usize, n: &Node) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>()).filter(|b| *b > 0).ok_or(SvmError::Space {
+        node: n.me,
+        err: SpaceError::Empty,
+    })
+}
+
+/// Collective allocation homed on node 0: every node calls it in the same order and gets the
+/// same address. Zero-initialised.
+pub fn alloc_collective<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
+    alloc_collective_with(len, Home::Node(0))
+}
+
+/// Collective allocation with a home policy.
+pub fn alloc_collective_with<T: bytemuck::Pod>(len: usize, home: SpaceHome) -> Result<SharedSlice<T>> {
+    let n = node()?;
+    let bytes = bytes_of::<T>(len, n)?;
+    let addr = n.space.alloc_collective(bytes, home).map_err(|err| SvmError::Space { node: n.me, err })?;
+    n.retry_deferred();
+    Ok(SharedSlice { addr, len, _t: PhantomData })
+}
+
+/// Allocation in this node's arena: no messages; homed on this node. Other nodes may use it
+/// once they learn its address (e.g. through a collective slice).
+pub fn alloc_local<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
+    let n = node()?;
+    let bytes = bytes_of::<T>(len, n)?;
+    let addr = n.space.alloc_local(bytes).map_err(|err| SvmError::Space { node: n.me, err })?;
+    Ok(SharedSlice { addr, len, _t: PhantomData })
+}
+
+/// Frees a slice from [`alloc_local`] (only on the node that allocated it).
+pub fn free_local<T: bytemuck::Pod>(s: SharedSlice<T>) -> Result<()> {
+    let n = node()?;
+    n.space.free_local(s.addr).map_err(|err| SvmError::Space { node: n.me, err })
+}
+
+fn check_id(n: &Node, what: &'static str, id: u64) -> Result<()> {
+    if id >= RESERVED_IDS {
+        return Err(SvmError::ReservedId { node: n.me, what, id });
+    }
+    Ok(())
+}
+
+/// A job-wide mutex named by an id (the same id is the same lock on every node). Acquiring it
+/// is an acquire and releasing it a release for the coherence protocol.
+#[derive(Debug, Clone, Copy)]
+pub struct Mutex {
+    id: u64,
+}
+
+/// Holds a [`Mutex`]; unlocks on drop.
+pub struct MutexGuard<'a> {
+    m: &'a Mutex,
+    done: bool,
+}
+
+impl Mutex {
+    pub const fn new(id: u64) -> Mutex {
+        Mutex { id }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn lock(&self) -> Result<MutexGuard<'_>> {
+        let n = node()?;
+        check_id(n, "lock", self.id)?;
+        n.lock(self.id, false);
+        Ok(MutexGuard { m: self, done: false })
+    }
+
+    /// Takes the lock only if no one holds it.
+    pub fn try_lock(&self) -> Result<Option<MutexGuard<'_>>> {
+        let n = node()?;
+        check_id(n, "lock", self.id)?;
+        Ok(n.lock(self.id, true).then_some(MutexGuard { m: self, done: false }))
+    }
+
+    fn unlock_id(&self) -> Result<()> {
+        let n = node()?;
+        if n.unlock(self.id) {
+            Ok(())
+        } else {
+            Err(SvmError::NotLockHolder { node: n.me, lock: self.id })
+        }
+    }
+}
+
+impl MutexGuard<'_> {
+    /// Unlocks and reports errors (drop unlocks too but cannot report).
+    pub fn unlock(mut self) -> Result<()> {
+        self.done = true;
+        self.m.unlock_id()
+    }
+}
+
+impl Drop for MutexGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.m.unlock_id();
+        }
+    }
+}
+
+/// Low-level lock calls by id, for personalities that lock and unlock in separate calls.
+pub fn lock_id(id: u64) -> Result<()> {
+    let n = node()?;
+    check_id(n, "lock", id)?;
+    n.lock(id, false);
+    Ok(())
+}
+
+/// Try-lock by id: `Ok(true)` if taken.
+pub fn try_lock_id(id: u64) -> Result<bool> {
+    let n = node()?;
+    check_id(n, "lock", id)?;
+    Ok(n.lock(id, true))
+}
+
+/// Unlock by id; an error if the calling thread does not hold it.
+pub fn unlock_id(id: u64) -> Result<()> {
+    Mutex::new(id).unlock_id()
+}
+
+/// A job-wide barrier for `count` threads (over all nodes), named by an id.
+#[derive(Debug, Clone, Copy)]
+pub struct Barrier {
+    id: u64,
+    count: u32,
+}
+
+impl Barrier {
+    pub const fn new(id: u64, count: u32) -> Barrier {
+        Barrier { id, count }
+    }
+
+    pub fn wait(&self) -> Result<()> {
+        let n = node()?;
+        check_id(n, "barrier", self.id)?;
+        barrier_raw(n, self.id, self.count)
+    }
+}
+
+fn barrier_raw(n: &Node, id: u64, count: u32) -> Result<()> {
+    match n.barrier(id, count) {
+        WaitResult::BarrierMismatch { expected, got } => {
+            Err(SvmError::BarrierMismatch { node: n.me, barrier: id, expected, got })
+        }
+        WaitResult::ZeroCount => Err(SvmError::ZeroCount { node: n.me, barrier: id }),
+        _ => Ok(()),
+    }
+}
+
+/// Barrier of all nodes (one calling thread per node).
+pub fn barrier() -> Result<()> {
+    let n = node()?;
+    barrier_raw(n, GLOBAL_BARRIER, n.nodes as u32)
+}

@@ -1,0 +1,51 @@
+//! Catching accesses to the shared window: the `FaultBackend` trait and its two implementations,
+//! userfaultfd (`uffd.rs`) and SIGSEGV + mprotect (`segv.rs`).
+
+pub mod segv;
+pub mod uffd;
+
+use std::os::fd::RawFd;
+
+use crate::sys::SysError;
+use crate::Access;
+
+/// How to wake the thread behind a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaiterRef {
+    /// A SIGSEGV handler sleeping on fault slot `n`.
+    Slot(usize),
+    /// A thread blocked by the kernel in a userfaultfd fault on the page.
+    Uffd,
+}
+
+/// One access the application could not make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    pub addr: usize,
+    pub write: bool,
+    pub waiter: WaiterRef,
+    /// Monotonic ns when the fault was first seen by the runtime.
+    pub since_ns: u64,
+}
+
+/// A fault backend. All methods are called by the engine with page-aligned coherence pages.
+pub trait FaultBackend: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Readable when faults are pending (registered with the engine's epoll). May be the
+    /// engine's own eventfd.
+    fn poll_fd(&self) -> RawFd;
+    /// Moves pending faults into `out`.
+    fn take_faults(&self, out: &mut Vec<Fault>) -> Result<(), SysError>;
+    /// Changes the protection of a page from `old` to `new`; `present` says whether it has local
+    /// contents. Returns the new `present`. Raising access wakes threads faulting on the page.
+    fn set_access(&self, addr: usize, len: usize, old: Access, new: Access, present: bool) -> Result<bool, SysError>;
+    /// Installs `data` as the page's contents with protection `access` (Read or Write); wakes
+    /// threads faulting on it. Returns the new `present`.
+    fn install(&self, addr: usize, data: &[u8], access: Access, present: bool) -> Result<bool, SysError>;
+    /// Copies the page's local contents into `dst` (zeros if not present).
+    fn read(&self, addr: usize, dst: &mut [u8], present: bool);
+    /// Wakes one waiting thread whose access is already possible.
+    fn wake(&self, addr: usize, len: usize, waiter: WaiterRef) -> Result<(), SysError>;
+    /// Stops delivering faults (shutdown).
+    fn shutdown(&self) {}
+}

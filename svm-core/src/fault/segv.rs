@@ -1,0 +1,71 @@
+//! SIGSEGV backend: per-page `mprotect` on a memfd mapping; the runtime reads and installs
+//! contents through an always-writable alias of the same memfd, so installing data never races
+//! with the application and never needs a RW→fill→RO sequence.
+
+use std::os::fd::RawFd;
+
+use super::{Fault, FaultBackend, WaiterRef};
+use crate::sys::segv as sig;
+use crate::sys::{EventFd, SysError, Window};
+use crate::Access;
+
+pub struct SegvBackend {
+    window: Window,
+    event: EventFd,
+    page_size: usize,
+}
+
+impl SegvBackend {
+    pub fn new(window: Window, page_size: usize) -> Result<SegvBackend, SysError> {
+        let event = EventFd::new()?;
+        sig::install(window.base(), window.base() + window.size(), event.raw())?;
+        Ok(SegvBackend { window, event, page_size })
+    }
+}
+
+impl FaultBackend for SegvBackend {
+    fn name(&self) -> &'static str {
+        "segv"
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        self.event.raw()
+    }
+
+    fn take_faults(&self, out: &mut Vec<Fault>) -> Result<(), SysError> {
+        self.event.drain();
+        let mask = !(self.page_size - 1);
+        sig::take_posted(|slot, addr, write, since_ns| {
+            out.push(Fault { addr: addr & mask, write, waiter: WaiterRef::Slot(slot), since_ns });
+        });
+        Ok(())
+    }
+
+    fn set_access(&self, addr: usize, len: usize, old: Access, new: Access, _present: bool) -> Result<bool, SysError> {
+        if old != new {
+            self.window.protect(addr, len, new)?;
+        }
+        Ok(true)
+    }
+
+    fn install(&self, addr: usize, data: &[u8], access: Access, _present: bool) -> Result<bool, SysError> {
+        self.window.write_alias(addr, data);
+        self.window.protect(addr, data.len(), access)?;
+        Ok(true)
+    }
+
+    fn read(&self, addr: usize, dst: &mut [u8], _present: bool) {
+        self.window.read(addr, dst);
+    }
+
+    fn wake(&self, _addr: usize, _len: usize, waiter: WaiterRef) -> Result<(), SysError> {
+        if let WaiterRef::Slot(s) = waiter {
+            sig::complete(s);
+        }
+        Ok(())
+    }
+
+    fn shutdown(&self) {
+        sig::deactivate();
+    }
+}

@@ -1,0 +1,127 @@
+//! userfaultfd backend: anonymous memory registered for MISSING and write-protect faults.
+//!
+//! - read fault on a missing page → the engine fetches it → `UFFDIO_COPY` in write-protect mode
+//!   (the page arrives read-only and the thread wakes);
+//! - write to a read-only page → WP fault → `UFFDIO_WRITEPROTECT` clear (wakes the thread);
+//! - invalidate → `MADV_DONTNEED` (the next access is a MISSING fault again);
+//! - a kernel access (`read(2)` into shared memory) faults like a user access.
+
+use std::os::fd::RawFd;
+
+use super::{Fault, FaultBackend, WaiterRef};
+use crate::sys::segv::now_ns;
+use crate::sys::uffd::{Uffd, UffdFault};
+use crate::sys::{SysError, Window};
+use crate::Access;
+
+pub struct UffdBackend {
+    window: Window,
+    uffd: Uffd,
+    page_size: usize,
+    zero: Vec<u8>,
+}
+
+impl UffdBackend {
+    pub fn new(window: Window, page_size: usize) -> Result<UffdBackend, SysError> {
+        let uffd = Uffd::open()?;
+        uffd.register(window.base(), window.size())?;
+        Ok(UffdBackend { window, uffd, page_size, zero: vec![0u8; page_size] })
+    }
+}
+
+impl FaultBackend for UffdBackend {
+    fn name(&self) -> &'static str {
+        "uffd"
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        self.uffd.raw()
+    }
+
+    fn take_faults(&self, out: &mut Vec<Fault>) -> Result<(), SysError> {
+        let mut evs: Vec<UffdFault> = Vec::new();
+        self.uffd.read_events(&mut evs)?;
+        let now = now_ns();
+        let mask = !(self.page_size - 1);
+        out.extend(evs.into_iter().map(|e| Fault {
+            addr: e.addr & mask,
+            write: e.write || e.wp,
+            waiter: WaiterRef::Uffd,
+            since_ns: now,
+        }));
+        Ok(())
+    }
+
+    fn set_access(&self, addr: usize, len: usize, old: Access, new: Access, present: bool) -> Result<bool, SysError> {
+        match new {
+            Access::None => {
+                if present {
+                    self.window.discard(addr, len)?;
+                }
+                Ok(false)
+            }
+            Access::Read => {
+                if !present {
+                    self.copy_pages(addr, len, None, true)?;
+                } else if old == Access::Write {
+                    self.uffd.write_protect(addr, len, true)?;
+                }
+                Ok(true)
+            }
+            Access::Write => {
+                if !present {
+                    self.copy_pages(addr, len, None, false)?;
+                } else if old != Access::Write {
+                    self.uffd.write_protect(addr, len, false)?;
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    fn install(&self, addr: usize, data: &[u8], access: Access, present: bool) -> Result<bool, SysError> {
+        if present {
+            self.window.discard(addr, data.len())?;
+        }
+        self.copy_pages(addr, data.len(), Some(data), access != Access::Write)?;
+        if access == Access::None {
+            self.window.discard(addr, data.len())?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn read(&self, addr: usize, dst: &mut [u8], present: bool) {
+        if present {
+            self.window.read(addr, dst);
+        } else {
+            dst.fill(0);
+        }
+    }
+
+    fn wake(&self, addr: usize, len: usize, _waiter: WaiterRef) -> Result<(), SysError> {
+        self.uffd.wake(addr, len)
+    }
+}
+
+impl UffdBackend {
+    /// Fills missing pages with `data` (or zeros), page by OS page so a page another racing
+    /// install already filled is simply skipped.
+    fn copy_pages(&self, addr: usize, len: usize, data: Option<&[u8]>, read_only: bool) -> Result<(), SysError> {
+        let src = data.unwrap_or(&self.zero[..len.min(self.zero.len())]);
+        if src.len() == len {
+            if !self.uffd.copy(addr, src, read_only)? {
+                // Already present (a racing fault populated it): make the protection right.
+                self.uffd.write_protect(addr, len, read_only)?;
+            }
+            return Ok(());
+        }
+        for off in (0..len).step_by(self.zero.len()) {
+            let chunk = &src[off.min(src.len())..(off + self.zero.len()).min(src.len())];
+            if !self.uffd.copy(addr + off, chunk, read_only)? {
+                self.uffd.write_protect(addr + off, chunk.len(), read_only)?;
+            }
+        }
+        Ok(())
+    }
+}

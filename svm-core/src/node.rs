@@ -1,0 +1,822 @@
+//! The engine: connects the fault backend, the coherence protocol, the communicator and the
+//! synchronization objects of one node.
+//!
+//! Threads:
+//! - the **engine thread** waits (epoll) on the fault backend, every peer link and a wake-up
+//!   eventfd; it serves faults and messages under the state lock and never blocks on the network
+//!   for a reply (every multi-step operation is a state machine continuation);
+//! - **application threads** run lock/unlock/barrier/finish themselves under the state lock
+//!   (sending their own requests), then sleep on their own wait cell until the engine completes
+//!   them;
+//! - page faults park the faulting thread (kernel for uffd, fault slot futex for segv) until the
+//!   engine raises the page's access.
+//!
+//! Every wait has a deadline (`SVM_TIMEOUT`); a lost peer or an expired deadline ends the node
+//! with a diagnostic naming what was waited for.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use svm_comm::transport::{Link, RecvBuf};
+use svm_comm::wire::{self, Msg};
+
+use crate::config::{Config, StatsMode};
+use crate::fault::{Fault, FaultBackend, WaiterRef};
+use crate::page_table::{PageTable, PageWaiter};
+use crate::protocol::{Action, Context, Protocol};
+use crate::space::Space;
+use crate::stats::{Counters, Stats};
+use crate::sync::{SyncEvent, SyncState, Waiter};
+use crate::sys::segv::now_ns;
+use crate::sys::{futex, EventFd, Poller};
+use crate::{Access, NodeId, PageId};
+
+const TOKEN_FAULTS: u64 = u64::MAX;
+const TOKEN_WAKE: u64 = u64::MAX - 1;
+/// Exit status of a node that fails the job (lost peer, deadline, protocol error).
+pub const EXIT_FAILURE: i32 = 70;
+
+/// How an application thread's wait ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitResult {
+    Granted,
+    TryFailed,
+    Released,
+    BarrierDone,
+    NotHolder,
+    BarrierMismatch { expected: u32, got: u32 },
+    ZeroCount,
+    Finished,
+}
+
+/// One application thread's wait slot.
+pub struct WaitCell {
+    state: AtomicU32,
+    result: Mutex<Option<WaitResult>>,
+}
+
+impl WaitCell {
+    fn new() -> Self {
+        WaitCell { state: AtomicU32::new(0), result: Mutex::new(None) }
+    }
+    fn complete(&self, r: WaitResult) {
+        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        self.state.store(1, Ordering::Release);
+        futex::wake(&self.state, 1);
+    }
+}
+
+enum ReleaseCont {
+    Unlock { lock: u64, waiter: Waiter },
+    Barrier { barrier: u64, count: u32, waiter: Waiter },
+}
+
+struct AcquireCont {
+    waiters: Vec<Waiter>,
+    result: WaitResult,
+}
+
+/// What an application thread is blocked on (for diagnostics).
+#[derive(Debug, Clone)]
+enum Blocked {
+    Lock(u64),
+    Unlock(u64),
+    Barrier(u64),
+    Finish,
+}
+
+struct EngineState {
+    protocol: Box<dyn Protocol>,
+    sync: SyncState,
+    pages: PageTable,
+    counters: Counters,
+    seq: Vec<u32>,
+    frame: Vec<u8>,
+    page_buf: Vec<u8>,
+    loopback: VecDeque<(Msg, Vec<u8>)>,
+    /// Per sender: messages held back because they name collective pages this node has not
+    /// allocated yet (it is behind in the collective call sequence).
+    deferred: Vec<VecDeque<(Msg, Vec<u8>)>>,
+    next_token: u64,
+    releases: FxHashMap<u64, ReleaseCont>,
+    acquires: FxHashMap<u64, AcquireCont>,
+    cells: FxHashMap<Waiter, Arc<WaitCell>>,
+    blocked: FxHashMap<Waiter, (Blocked, Instant)>,
+    goodbye_from: Vec<bool>,
+    goodbye_sent: bool,
+    finish_waiter: Option<Waiter>,
+    /// True while handling a message from another node (fault accounting: remote vs local).
+    handling_remote: bool,
+}
+
+struct Ctx<'a> {
+    me: NodeId,
+    nodes: NodeId,
+    space: &'a Space,
+}
+
+impl Context for Ctx<'_> {
+    fn me(&self) -> NodeId {
+        self.me
+    }
+    fn nodes(&self) -> NodeId {
+        self.nodes
+    }
+    fn home(&self, page: PageId) -> NodeId {
+        self.space.home(page)
+    }
+}
+
+/// One node's runtime.
+pub struct Node {
+    pub me: NodeId,
+    pub nodes: NodeId,
+    pub cfg: Config,
+    pub space: Arc<Space>,
+    backend: Box<dyn FaultBackend>,
+    links: Vec<Option<Box<dyn Link>>>,
+    wake: EventFd,
+    state: Mutex<EngineState>,
+    stop: AtomicBool,
+    engine: Mutex<Option<JoinHandle<()>>>,
+    protocol_name: &'static str,
+    next_waiter: AtomicU64,
+}
+
+thread_local! {
+    static THREAD_WAITER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+impl Node {
+    /// Assembles a node from its parts and starts the engine thread.
+    pub fn start(
+        cfg: Config,
+        me: NodeId,
+        nodes: NodeId,
+        space: Arc<Space>,
+        backend: Box<dyn FaultBackend>,
+        links: Vec<Option<Box<dyn Link>>>,
+        protocol: Box<dyn Protocol>,
+    ) -> Result<Arc<Node>, crate::sys::SysError> {
+        let page_size = space.page_size();
+        let protocol_name = protocol.name();
+        let state = EngineState {
+            protocol,
+            sync: SyncState::new(me, nodes),
+            pages: PageTable::default(),
+            counters: Counters::default(),
+            seq: vec![0; nodes as usize],
+            frame: Vec::with_capacity(256),
+            page_buf: vec![0u8; page_size],
+            loopback: VecDeque::new(),
+            deferred: (0..nodes).map(|_| VecDeque::new()).collect(),
+            next_token: 1,
+            releases: FxHashMap::default(),
+            acquires: FxHashMap::default(),
+            cells: FxHashMap::default(),
+            blocked: FxHashMap::default(),
+            goodbye_from: (0..nodes).map(|n| n == me).collect(),
+            goodbye_sent: false,
+            finish_waiter: None,
+            handling_remote: false,
+        };
+        let node = Arc::new(Node {
+            me,
+            nodes,
+            cfg,
+            space,
+            backend,
+            links,
+            wake: EventFd::new()?,
+            state: Mutex::new(state),
+            stop: AtomicBool::new(false),
+            engine: Mutex::new(None),
+            protocol_name,
+            next_waiter: AtomicU64::new(1),
+        });
+        let poller = Poller::new()?;
+        poller.add(node.backend.poll_fd(), TOKEN_FAULTS)?;
+        poller.add(node.wake.raw(), TOKEN_WAKE)?;
+        for (peer, l) in node.links.iter().enumerate() {
+            if let Some(l) = l {
+                poller.add(l.poll_fd(), peer as u64)?;
+            }
+        }
+        let n2 = node.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("svm-engine-{me}"))
+            .spawn(move || {
+                let n3 = n2.clone();
+                // A dead engine thread would leave faulting threads parked forever: abort instead.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || n3.engine_loop(poller))).is_err() {
+                    eprintln!("svm: node {}: the engine thread panicked; aborting the node", n2.me);
+                    std::process::abort();
+                }
+            })
+            .map_err(|e| crate::sys::SysError::Call {
+                call: "spawn(engine thread)",
+                errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)),
+            })?;
+        *node.engine.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+        Ok(node)
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, EngineState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx { me: self.me, nodes: self.nodes, space: &self.space }
+    }
+
+    pub fn fault_backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    pub fn protocol_name(&self) -> &'static str {
+        self.protocol_name
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Failure
+
+    /// Ends this node with a diagnostic. Tells the peers why (best effort) so that their own
+    /// messages name the cause.
+    fn fatal(&self, st: Option<&EngineState>, why: &str) -> ! {
+        let mut msg = format!("svm: node {}: {why}", self.me);
+        if let Some(st) = st {
+            msg.push_str(&self.describe_waits(st));
+        }
+        eprintln!("{msg}");
+        let abort = Msg::Abort { reason: format!("node {}: {why}", self.me) };
+        if let Ok(frame) = wire::encode(&abort, self.me, 0, &[]) {
+            for l in self.links.iter().flatten() {
+                let _ = l.send(&[&frame]);
+            }
+        }
+        crate::sys::exit_now(EXIT_FAILURE)
+    }
+
+    fn describe_waits(&self, st: &EngineState) -> String {
+        let mut s = String::new();
+        for (b, since) in st.blocked.values() {
+            let what = match b {
+                Blocked::Lock(l) | Blocked::Unlock(l) => st.sync.describe_lock(*l),
+                Blocked::Barrier(b) => st.sync.describe_barrier(*b),
+                Blocked::Finish => {
+                    let missing: Vec<usize> =
+                        st.goodbye_from.iter().enumerate().filter(|(_, g)| !**g).map(|(i, _)| i).collect();
+                    format!("the end of the job (nodes {missing:?} have not finished)")
+                }
+            };
+            s.push_str(&format!("\n  a thread has waited {:.1} s for {what}", since.elapsed().as_secs_f64()));
+        }
+        if let Some((page, w)) = st.pages.oldest_waiter() {
+            s.push_str(&format!(
+                "\n  a thread has waited {:.1} s for {:?} access to page {page} (address {:#x}, home node {}): {}",
+                (now_ns().saturating_sub(w.since_ns)) as f64 / 1e9,
+                w.need,
+                self.space.page_addr(page),
+                self.space.home(page),
+                st.protocol.describe(page)
+            ));
+            let others = st.pages.pages_waited_on();
+            if others > 1 {
+                s.push_str(&format!(" ({} pages have waiting threads)", others));
+            }
+        }
+        s
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Sending
+
+    fn send(&self, st: &mut EngineState, to: NodeId, msg: Msg, data: &[u8]) {
+        let name = msg.stat_name();
+        if to == self.me {
+            st.loopback.push_back((msg, data.to_vec()));
+            return;
+        }
+        let seq = st.seq[to as usize];
+        st.seq[to as usize] = seq.wrapping_add(1);
+        if let Err(e) = wire::encode_head(&msg, self.me, seq, data.len(), &mut st.frame) {
+            self.fatal(Some(st), &format!("cannot encode a {name} message: {e}"));
+        }
+        let bytes = (st.frame.len() + data.len()) as u64;
+        let m = st.counters.msgs.entry(name).or_default();
+        m.sent += 1;
+        m.sent_bytes += bytes;
+        let Some(link) = self.links.get(to as usize).and_then(|l| l.as_ref()) else {
+            self.fatal(Some(st), &format!("no connection to node {to}"));
+        };
+        if let Err(e) = link.send(&[&st.frame, data]) {
+            self.fatal(Some(st), &e.to_string());
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Protocol actions
+
+    fn run_actions(&self, st: &mut EngineState, actions: Vec<Action>, incoming: &[u8]) {
+        let ps = self.space.page_size();
+        for a in actions {
+            match a {
+                Action::Send { to, msg, attach } => match attach {
+                    None => self.send(st, to, Msg::Proto { proto: 0, msg }, &[]),
+                    Some(page) => {
+                        let present = st.pages.get(page).is_some_and(|e| e.present);
+                        let mut buf = std::mem::take(&mut st.page_buf);
+                        self.backend.read(self.space.page_addr(page), &mut buf, present);
+                        st.counters.pages_served += 1;
+                        self.send(st, to, Msg::Proto { proto: 0, msg }, &buf);
+                        st.page_buf = buf;
+                    }
+                },
+                Action::SetAccess { page, access } => {
+                    let addr = self.space.page_addr(page);
+                    let (old, present) = st.pages.get(page).map(|e| (e.access, e.present)).unwrap_or_default();
+                    let present = match self.backend.set_access(addr, ps, old, access, present) {
+                        Ok(p) => p,
+                        Err(e) => self.fatal(Some(st), &format!("setting page {page} to {access:?}: {e}")),
+                    };
+                    self.apply_access(st, page, access, present);
+                }
+                Action::InstallIncoming { page, access } => {
+                    if incoming.len() != ps {
+                        self.fatal(
+                            Some(st),
+                            &format!("a page grant for page {page} carried {} bytes, expected {ps}", incoming.len()),
+                        );
+                    }
+                    let addr = self.space.page_addr(page);
+                    let present = st.pages.get(page).is_some_and(|e| e.present);
+                    let present = match self.backend.install(addr, incoming, access, present) {
+                        Ok(p) => p,
+                        Err(e) => self.fatal(Some(st), &format!("installing page {page}: {e}")),
+                    };
+                    st.counters.pages_fetched += 1;
+                    st.counters.bytes_fetched += ps as u64;
+                    self.apply_access(st, page, access, present);
+                }
+                Action::ReleaseDone { token, notices } => self.release_done(st, token, notices),
+                Action::AcquireDone { token } => {
+                    if let Some(c) = st.acquires.remove(&token) {
+                        for w in c.waiters {
+                            self.complete(st, w, c.result.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_access(&self, st: &mut EngineState, page: PageId, access: Access, present: bool) {
+        let mut woken: Vec<PageWaiter> = Vec::new();
+        st.pages.set_access(page, access, present, &mut woken);
+        if woken.is_empty() {
+            return;
+        }
+        let now = now_ns();
+        let addr = self.space.page_addr(page);
+        for w in woken {
+            if let WaiterRef::Slot(_) = w.waiter {
+                if let Err(e) = self.backend.wake(addr, self.space.page_size(), w.waiter) {
+                    self.fatal(Some(st), &format!("waking a thread on page {page}: {e}"));
+                }
+            }
+            let dt = now.saturating_sub(w.since_ns);
+            if w.need == Access::Write {
+                st.counters.write_fault_ns.record(dt);
+            } else {
+                st.counters.read_fault_ns.record(dt);
+            }
+            if st.handling_remote {
+                st.counters.remote_faults += 1;
+            } else {
+                st.counters.local_faults += 1;
+            }
+        }
+    }
+
+    fn on_fault(&self, st: &mut EngineState, f: Fault) {
+        if !self.space.contains(f.addr) {
+            return;
+        }
+        let page = self.space.page_of(f.addr);
+        let need = if f.write { Access::Write } else { Access::Read };
+        if f.write {
+            st.counters.write_faults += 1;
+        } else {
+            st.counters.read_faults += 1;
+        }
+        let e = st.pages.entry(page);
+        if e.access >= need {
+            // Raced with a resolution that happened after the kernel queued this fault.
+            if let Err(err) = self.backend.wake(f.addr, self.space.page_size(), f.waiter) {
+                self.fatal(Some(st), &format!("waking a thread on page {page}: {err}"));
+            }
+            st.counters.local_faults += 1;
+            return;
+        }
+        e.waiters.push(PageWaiter { waiter: f.waiter, need, since_ns: f.since_ns });
+        let mut acts = Vec::new();
+        st.protocol.on_fault(&self.ctx(), page, need, &mut acts);
+        self.run_actions(st, acts, &[]);
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Messages
+
+    fn handle_msg(&self, st: &mut EngineState, from: NodeId, msg: Msg, data: &[u8]) {
+        if from != self.me {
+            if !st.deferred[from as usize].is_empty() {
+                st.deferred[from as usize].push_back((msg, data.to_vec()));
+                return;
+            }
+            if let Msg::Proto { msg: pm, .. } = &msg {
+                if self.space.is_unknown_collective(pm.page()) {
+                    st.deferred[from as usize].push_back((msg, data.to_vec()));
+                    return;
+                }
+            }
+        }
+        self.dispatch(st, from, msg, data);
+    }
+
+    fn dispatch(&self, st: &mut EngineState, from: NodeId, msg: Msg, data: &[u8]) {
+        st.handling_remote = from != self.me;
+        match msg {
+            Msg::Proto { msg, .. } => {
+                let mut acts = Vec::new();
+                st.protocol.on_message(&self.ctx(), from, &msg, data.len(), &mut acts);
+                self.run_actions(st, acts, data);
+            }
+            Msg::Sync(m) => {
+                let mut evs = Vec::new();
+                st.sync.on_message(from, &m, &mut evs);
+                self.run_sync_events(st, evs);
+            }
+            Msg::Goodbye => {
+                st.goodbye_from[from as usize] = true;
+                if st.goodbye_from.iter().all(|g| *g) {
+                    if let Some(w) = st.finish_waiter.take() {
+                        self.complete(st, w, WaitResult::Finished);
+                    }
+                }
+            }
+            Msg::Abort { reason } => {
+                eprintln!("svm: node {}: the job was aborted by {reason}", self.me);
+                crate::sys::exit_now(EXIT_FAILURE);
+            }
+            Msg::Hello { .. } | Msg::PeerTable { .. } => {
+                self.fatal(Some(st), &format!("node {from} sent a handshake message after setup (protocol error)"));
+            }
+        }
+        st.handling_remote = false;
+    }
+
+    fn drain_loopback(&self, st: &mut EngineState) {
+        while let Some((msg, data)) = st.loopback.pop_front() {
+            self.dispatch(st, self.me, msg, &data);
+        }
+    }
+
+    /// Re-examines messages held back for collective pages (after a collective allocation).
+    pub fn retry_deferred(&self) {
+        let mut st = self.lock_state();
+        for from in 0..self.nodes as usize {
+            while let Some((msg, _)) = st.deferred[from].front() {
+                if let Msg::Proto { msg: pm, .. } = msg {
+                    if self.space.is_unknown_collective(pm.page()) {
+                        break;
+                    }
+                }
+                let (msg, data) = st.deferred[from].pop_front().expect("front exists");
+                self.dispatch(&mut st, from as NodeId, msg, &data);
+            }
+        }
+        self.drain_loopback(&mut st);
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Synchronization
+
+    fn new_token(st: &mut EngineState) -> u64 {
+        let t = st.next_token;
+        st.next_token += 1;
+        t
+    }
+
+    fn complete(&self, st: &mut EngineState, w: Waiter, r: WaitResult) {
+        st.blocked.remove(&w);
+        if let Some(c) = st.cells.get(&w) {
+            c.complete(r);
+        }
+    }
+
+    fn run_sync_events(&self, st: &mut EngineState, evs: Vec<SyncEvent>) {
+        for ev in evs {
+            match ev {
+                SyncEvent::Send { to, msg } => self.send(st, to, Msg::Sync(msg), &[]),
+                SyncEvent::Granted { waiter, notices, .. } => {
+                    self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices)
+                }
+                SyncEvent::TryFailed { waiter, .. } => self.complete(st, waiter, WaitResult::TryFailed),
+                SyncEvent::BarrierDone { waiters, notices, .. } => {
+                    self.start_acquire(st, waiters, WaitResult::BarrierDone, &notices)
+                }
+                SyncEvent::BarrierMismatch { waiter, expected, got, .. } => {
+                    self.complete(st, waiter, WaitResult::BarrierMismatch { expected, got })
+                }
+            }
+        }
+    }
+
+    fn start_acquire(&self, st: &mut EngineState, waiters: Vec<Waiter>, result: WaitResult, notices: &[PageId]) {
+        let token = Self::new_token(st);
+        st.acquires.insert(token, AcquireCont { waiters, result });
+        let mut acts = Vec::new();
+        st.protocol.on_acquire(&self.ctx(), token, notices, &mut acts);
+        self.run_actions(st, acts, &[]);
+    }
+
+    fn release_done(&self, st: &mut EngineState, token: u64, notices: Vec<PageId>) {
+        let Some(c) = st.releases.remove(&token) else { return };
+        let mut evs = Vec::new();
+        match c {
+            ReleaseCont::Unlock { lock, waiter } => {
+                match st.sync.lock_release(lock, waiter, notices, &mut evs) {
+                    Ok(()) => {
+                        self.run_sync_events(st, evs);
+                        self.complete(st, waiter, WaitResult::Released);
+                    }
+                    Err(_) => self.complete(st, waiter, WaitResult::NotHolder),
+                }
+            }
+            ReleaseCont::Barrier { barrier, count, waiter } => {
+                match st.sync.barrier_arrive(barrier, count, waiter, notices, &mut evs) {
+                    Ok(()) => self.run_sync_events(st, evs),
+                    Err(_) => self.complete(st, waiter, WaitResult::ZeroCount),
+                }
+            }
+        }
+    }
+
+    /// The calling thread's waiter id and cell (created on first use).
+    fn thread_waiter(&self, st: &mut EngineState) -> (Waiter, Arc<WaitCell>) {
+        let mut w = THREAD_WAITER.with(|c| c.get());
+        if w == 0 {
+            w = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+            THREAD_WAITER.with(|c| c.set(w));
+        }
+        let cell = st.cells.entry(w).or_insert_with(|| Arc::new(WaitCell::new())).clone();
+        (w, cell)
+    }
+
+    /// Runs `op` under the state lock for the calling thread, then sleeps until the engine
+    /// completes the thread's wait (or the deadline ends the node).
+    fn wait_op(&self, what: Blocked, op: impl FnOnce(&Node, &mut EngineState, Waiter)) -> WaitResult {
+        let cell = {
+            let mut st = self.lock_state();
+            let (w, cell) = self.thread_waiter(&mut st);
+            cell.state.store(0, Ordering::Release);
+            *cell.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            st.blocked.insert(w, (what.clone(), Instant::now()));
+            op(self, &mut st, w);
+            self.drain_loopback(&mut st);
+            cell
+        };
+        let deadline = Instant::now() + self.cfg.timeout;
+        if !futex::wait_until(&cell.state, |v| v == 1, Some(deadline)) {
+            let st = self.lock_state();
+            self.fatal(
+                Some(&st),
+                &format!("timed out after {:?} (SVM_TIMEOUT) waiting for {what:?}", self.cfg.timeout),
+            );
+        }
+        let r = cell.result.lock().unwrap_or_else(|p| p.into_inner()).take();
+        r.unwrap_or(WaitResult::Finished)
+    }
+
+    /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
+    pub fn lock(&self, id: u64, try_only: bool) -> bool {
+        let t0 = Instant::now();
+        let r = self.wait_op(Blocked::Lock(id), |n, st, w| {
+            let mut evs = Vec::new();
+            st.sync.lock_acquire(id, w, try_only, &mut evs);
+            n.run_sync_events(st, evs);
+        });
+        let ok = r == WaitResult::Granted;
+        if ok {
+            self.lock_state().counters.lock_acquire_ns.record(t0.elapsed().as_nanos() as u64);
+        }
+        ok
+    }
+
+    /// Releases lock `id`. Returns false if the calling thread does not hold it.
+    pub fn unlock(&self, id: u64) -> bool {
+        let r = self.wait_op(Blocked::Unlock(id), |n, st, w| {
+            if !st.sync.is_holder(id, w) {
+                n.complete(st, w, WaitResult::NotHolder);
+                return;
+            }
+            let token = Self::new_token(st);
+            st.releases.insert(token, ReleaseCont::Unlock { lock: id, waiter: w });
+            let mut acts = Vec::new();
+            st.protocol.on_release(&n.ctx(), token, &mut acts);
+            n.run_actions(st, acts, &[]);
+        });
+        r == WaitResult::Released
+    }
+
+    /// Waits at barrier `id` until `count` threads (over all nodes) have arrived.
+    pub fn barrier(&self, id: u64, count: u32) -> WaitResult {
+        let t0 = Instant::now();
+        let r = self.wait_op(Blocked::Barrier(id), |n, st, w| {
+            if count == 0 {
+                n.complete(st, w, WaitResult::ZeroCount);
+                return;
+            }
+            let token = Self::new_token(st);
+            st.releases.insert(token, ReleaseCont::Barrier { barrier: id, count, waiter: w });
+            let mut acts = Vec::new();
+            st.protocol.on_release(&n.ctx(), token, &mut acts);
+            n.run_actions(st, acts, &[]);
+        });
+        self.lock_state().counters.barrier_wait_ns.record(t0.elapsed().as_nanos() as u64);
+        r
+    }
+
+    /// Orderly end: tells every node this one is done and waits until all are, serving
+    /// requests meanwhile; then stops the engine and prints statistics if asked.
+    pub fn finish(&self) {
+        {
+            let st = self.lock_state();
+            if st.goodbye_sent {
+                return;
+            }
+        }
+        self.wait_op(Blocked::Finish, |n, st, w| {
+            st.goodbye_sent = true;
+            for peer in 0..n.nodes {
+                if peer != n.me {
+                    n.send(st, peer, Msg::Goodbye, &[]);
+                }
+            }
+            if st.goodbye_from.iter().all(|g| *g) {
+                n.complete(st, w, WaitResult::Finished);
+            } else {
+                st.finish_waiter = Some(w);
+            }
+        });
+        self.stop.store(true, Ordering::Release);
+        self.wake.signal();
+        if let Some(h) = self.engine.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+        self.backend.shutdown();
+        match self.cfg.stats {
+            StatsMode::Off => {}
+            StatsMode::Text => eprint!("{}", self.stats()),
+            StatsMode::Json => eprintln!("{}", self.stats().to_json()),
+        }
+        for l in self.links.iter().flatten() {
+            l.close();
+        }
+    }
+
+    /// Sends an abort to every peer and ends this node (used when the application panics).
+    pub fn abort(&self, why: &str) -> ! {
+        let st = self.state.try_lock().ok();
+        self.fatal(st.as_deref(), why)
+    }
+
+    pub fn stats(&self) -> Stats {
+        let st = self.lock_state();
+        let mut c = st.counters.clone();
+        c.invalidations = st.protocol.stats().invalidations;
+        Stats::from_counters(&c, self.me, self.nodes, self.protocol_name, self.backend.name())
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // The engine thread
+
+    fn engine_loop(&self, poller: Poller) {
+        let mut tokens = Vec::new();
+        let mut faults: Vec<Fault> = Vec::new();
+        let mut bufs: Vec<RecvBuf> = (0..self.nodes).map(|_| RecvBuf::new()).collect();
+        let mut closed = vec![false; self.nodes as usize];
+        let mut idle_polls = 0u32;
+        let mut last_check = Instant::now();
+        loop {
+            // Spin on a non-blocking poll for a short while after activity (a reply usually
+            // follows within tens of microseconds), then sleep in epoll.
+            let timeout = if idle_polls < SPIN_POLLS { 0 } else { 100 };
+            if let Err(e) = poller.wait(&mut tokens, timeout) {
+                let st = self.lock_state();
+                self.fatal(Some(&st), &format!("engine poll failed: {e}"));
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            if tokens.is_empty() {
+                idle_polls = idle_polls.saturating_add(1);
+                if idle_polls < SPIN_POLLS {
+                    std::thread::yield_now();
+                }
+            } else {
+                idle_polls = 0;
+            }
+            let mut st = self.lock_state();
+            for &t in &tokens {
+                match t {
+                    TOKEN_FAULTS => {
+                        if let Err(e) = self.backend.take_faults(&mut faults) {
+                            self.fatal(Some(&st), &format!("reading faults: {e}"));
+                        }
+                        for f in faults.drain(..) {
+                            self.on_fault(&mut st, f);
+                        }
+                    }
+                    TOKEN_WAKE => self.wake.drain(),
+                    peer => {
+                        let peer = peer as usize;
+                        if closed[peer] {
+                            continue;
+                        }
+                        let Some(link) = self.links[peer].as_ref() else { continue };
+                        let alive = match link.recv_available(&mut bufs[peer]) {
+                            Ok(a) => a,
+                            Err(e) => {
+                                if st.goodbye_from[peer] {
+                                    false
+                                } else {
+                                    let why = match e {
+                                        svm_comm::transport::CommError::Lost { why, .. } => why,
+                                        other => other.to_string(),
+                                    };
+                                    self.lost(&st, peer as NodeId, &why)
+                                }
+                            }
+                        };
+                        loop {
+                            let frame = match bufs[peer].next_frame() {
+                                Ok(Some(f)) => f,
+                                Ok(None) => break,
+                                Err(e) => {
+                                    link.close();
+                                    self.fatal(Some(&st), &format!("malformed frame from node {peer}: {e}; connection closed"));
+                                }
+                            };
+                            match wire::decode(frame) {
+                                Ok(f) => {
+                                    let m = st.counters.msgs.entry(f.msg.stat_name()).or_default();
+                                    m.received += 1;
+                                    m.received_bytes += frame.len() as u64;
+                                    self.handle_msg(&mut st, peer as NodeId, f.msg, f.data);
+                                }
+                                Err(e) => {
+                                    link.close();
+                                    self.fatal(Some(&st), &format!("malformed frame from node {peer}: {e}; connection closed"));
+                                }
+                            }
+                        }
+                        if !alive {
+                            if st.goodbye_from[peer] && bufs[peer].pending() == 0 {
+                                closed[peer] = true;
+                                poller.remove(link.poll_fd());
+                            } else {
+                                self.lost(&st, peer as NodeId, "connection closed");
+                            }
+                        }
+                    }
+                }
+                self.drain_loopback(&mut st);
+            }
+            if last_check.elapsed() >= Duration::from_millis(100) {
+                last_check = Instant::now();
+                if let Some((_, w)) = st.pages.oldest_waiter() {
+                    let waited = Duration::from_nanos(now_ns().saturating_sub(w.since_ns));
+                    if waited > self.cfg.timeout {
+                        self.fatal(
+                            Some(&st),
+                            &format!("a page fault was not served within {:?} (SVM_TIMEOUT)", self.cfg.timeout),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn lost(&self, st: &EngineState, peer: NodeId, why: &str) -> ! {
+        self.fatal(Some(st), &format!("lost node {peer} ({why}); it died or its connection broke"))
+    }
+}
+
+/// Non-blocking polls before the engine thread sleeps.
+const SPIN_POLLS: u32 = 64;
+

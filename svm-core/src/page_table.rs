@@ -1,0 +1,97 @@
+//! Per-page local state kept by the engine beside the protocol: what protection the fault
+//! backend currently gives the page, whether it is materialized, and which threads wait on it.
+//! Pure data, unit-tested without processes.
+
+use rustc_hash::FxHashMap;
+
+use crate::fault::WaiterRef;
+use crate::{Access, PageId};
+
+/// A thread waiting for a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageWaiter {
+    pub waiter: WaiterRef,
+    pub need: Access,
+    /// Monotonic ns when the fault was taken (service latency, deadline).
+    pub since_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageEntry {
+    /// Protection currently set in the fault backend.
+    pub access: Access,
+    /// The page has local contents (userfaultfd: the PTE is populated).
+    pub present: bool,
+    pub waiters: Vec<PageWaiter>,
+}
+
+#[derive(Debug, Default)]
+pub struct PageTable {
+    pages: FxHashMap<PageId, PageEntry>,
+}
+
+impl PageTable {
+    pub fn get(&self, page: PageId) -> Option<&PageEntry> {
+        self.pages.get(&page)
+    }
+
+    pub fn entry(&mut self, page: PageId) -> &mut PageEntry {
+        self.pages.entry(page).or_default()
+    }
+
+    pub fn access(&self, page: PageId) -> Access {
+        self.pages.get(&page).map(|e| e.access).unwrap_or(Access::None)
+    }
+
+    /// Records a new protection and returns the waiters it satisfies (removed from the page).
+    pub fn set_access(&mut self, page: PageId, access: Access, present: bool, woken: &mut Vec<PageWaiter>) {
+        let e = self.entry(page);
+        e.access = access;
+        e.present = present;
+        let mut i = 0;
+        while i < e.waiters.len() {
+            if e.waiters[i].need <= access {
+                woken.push(e.waiters.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// The waiter that has waited longest, over all pages: (page, waiter).
+    pub fn oldest_waiter(&self) -> Option<(PageId, PageWaiter)> {
+        self.pages
+            .iter()
+            .flat_map(|(p, e)| e.waiters.iter().map(move |w| (*p, *w)))
+            .min_by_key(|(_, w)| w.since_ns)
+    }
+
+    /// Number of pages with waiters (diagnostics).
+    pub fn pages_waited_on(&self) -> usize {
+        self.pages.values().filter(|e| !e.waiters.is_empty()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raising_access_wakes_exactly_the_satisfied_waiters() {
+        let mut t = PageTable::default();
+        let w = |n, need| PageWaiter { waiter: WaiterRef::Slot(n), need, since_ns: n as u64 };
+        t.entry(7).waiters.extend([w(1, Access::Read), w(2, Access::Write), w(3, Access::Read)]);
+        let mut woken = Vec::new();
+        t.set_access(7, Access::Read, true, &mut woken);
+        let mut ids: Vec<_> = woken.iter().map(|w| w.waiter).collect();
+        ids.sort_by_key(|w| format!("{w:?}"));
+        assert_eq!(ids, vec![WaiterRef::Slot(1), WaiterRef::Slot(3)]);
+        assert_eq!(t.oldest_waiter().unwrap().1.waiter, WaiterRef::Slot(2));
+        woken.clear();
+        t.set_access(7, Access::Write, true, &mut woken);
+        assert_eq!(woken.len(), 1);
+        assert_eq!(t.oldest_waiter(), None);
+        assert_eq!(t.access(7), Access::Write);
+        assert_eq!(t.access(8), Access::None);
+    }
+}

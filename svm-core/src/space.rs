@@ -1,0 +1,289 @@
+//! The shared window: layout, arenas, regions and home placement.
+//!
+//! Layout of the window `[base, base+size)`:
+//! - the first half is the *collective* arena: every node makes the same collective allocations
+//!   in the same order and therefore gets the same addresses, without messages;
+//! - the second half is split into one arena per node: node k allocates there alone (no
+//!   messages) and is the home of those pages.
+//!
+//! Each collective allocation is a region with a home policy; the region table is identical on
+//! every node because collective calls happen in the same order everywhere.
+
+use std::sync::{Mutex, RwLock};
+
+use crate::{NodeId, PageId};
+
+/// Where a region's pages have their home (manager and first owner).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Home {
+    /// Every page on one node.
+    Node(NodeId),
+    /// Pages split in `nodes` contiguous blocks, block i on node i.
+    Block,
+    /// Page i of the region on node `i % nodes`.
+    Cyclic,
+    /// Page i of the region on `list[i % list.len()]`.
+    Custom(Vec<NodeId>),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpaceError {
+    #[error("allocation of {bytes} bytes does not fit: {arena} arena has {free} bytes left (raise SVM_SPACE_SIZE)")]
+    OutOfSpace { bytes: usize, arena: &'static str, free: usize },
+    #[error("allocation of 0 bytes")]
+    Empty,
+    #[error("home node {node} does not exist in a job of {nodes} nodes")]
+    BadHome { node: NodeId, nodes: NodeId },
+    #[error("{addr:#x} is not the start of a live allocation of this node")]
+    BadFree { addr: usize },
+}
+
+#[derive(Debug, Clone)]
+struct Region {
+    start: PageId,
+    end: PageId,
+    home: Home,
+}
+
+#[derive(Debug)]
+struct Arena {
+    end: usize,
+    top: usize,
+    /// Freed blocks (addr, len) available for reuse, and live blocks.
+    free: Vec<(usize, usize)>,
+    live: rustc_hash::FxHashMap<usize, usize>,
+}
+
+impl Arena {
+    fn new(start: usize, end: usize) -> Arena {
+        Arena { end, top: start, free: Vec::new(), live: Default::default() }
+    }
+
+    fn alloc(&mut self, bytes: usize, align: usize, name: &'static str) -> Result<usize, SpaceError> {
+        let len = bytes.div_ceil(align) * align;
+        if let Some(i) = self.free.iter().position(|&(a, l)| l >= len && a % align == 0) {
+            let (a, l) = self.free.swap_remove(i);
+            if l > len {
+                self.free.push((a + len, l - len));
+            }
+            self.live.insert(a, len);
+            return Ok(a);
+        }
+        let a = self.top.div_ceil(align) * align;
+        if a.checked_add(len).is_none_or(|e| e > self.end) {
+            return Err(SpaceError::OutOfSpace { bytes, arena: name, free: self.end.saturating_sub(a) });
+        }
+        self.top = a + len;
+        self.live.insert(a, len);
+        Ok(a)
+    }
+
+    fn free(&mut self, addr: usize) -> Result<usize, SpaceError> {
+        let len = self.live.remove(&addr).ok_or(SpaceError::BadFree { addr })?;
+        self.free.push((addr, len));
+        Ok(len)
+    }
+}
+
+/// The layout and allocators of one node's view of the window.
+#[derive(Debug)]
+pub struct Space {
+    base: usize,
+    size: usize,
+    page_size: usize,
+    page_shift: u32,
+    me: NodeId,
+    nodes: NodeId,
+    node_arena_size: usize,
+    collective: Mutex<Arena>,
+    local: Mutex<Arena>,
+    regions: RwLock<Vec<Region>>,
+}
+
+/// Alignment of small allocations (pages for anything of a page or more).
+const SMALL_ALIGN: usize = 64;
+
+impl Space {
+    pub fn new(base: usize, size: usize, page_size: usize, me: NodeId, nodes: NodeId) -> Space {
+        let half = (size / 2) / page_size * page_size;
+        let node_arena_size = ((size - half) / nodes as usize) / page_size * page_size;
+        let my_start = base + half + me as usize * node_arena_size;
+        Space {
+            base,
+            size,
+            page_size,
+            page_shift: page_size.trailing_zeros(),
+            me,
+            nodes,
+            node_arena_size,
+            collective: Mutex::new(Arena::new(base, base + half)),
+            local: Mutex::new(Arena::new(my_start, my_start + node_arena_size)),
+            regions: RwLock::new(Vec::new()),
+        }
+    }
+
+    pub fn base(&self) -> usize {
+        self.base
+    }
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+    pub fn nodes(&self) -> NodeId {
+        self.nodes
+    }
+
+    pub fn contains(&self, addr: usize) -> bool {
+        addr >= self.base && addr < self.base + self.size
+    }
+    /// Page index of a window address.
+    pub fn page_of(&self, addr: usize) -> PageId {
+        ((addr - self.base) >> self.page_shift) as PageId
+    }
+    /// Window address of a page.
+    pub fn page_addr(&self, page: PageId) -> usize {
+        self.base + ((page as usize) << self.page_shift)
+    }
+    fn collective_end(&self) -> usize {
+        self.base + (self.size / 2) / self.page_size * self.page_size
+    }
+
+    /// Home (manager) of a page.
+    pub fn home(&self, page: PageId) -> NodeId {
+        let addr = self.page_addr(page);
+        let cend = self.collective_end();
+        if addr >= cend {
+            return (((addr - cend) / self.node_arena_size) as NodeId).min(self.nodes - 1);
+        }
+        let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
+        let i = regions.partition_point(|r| r.end <= page);
+        match regions.get(i) {
+            Some(r) if r.start <= page => {
+                let off = page - r.start;
+                match &r.home {
+                    Home::Node(n) => *n,
+                    Home::Cyclic => (off % self.nodes as u64) as NodeId,
+                    Home::Block => {
+                        let per = (r.end - r.start).div_ceil(self.nodes as u64).max(1);
+                        ((off / per) as NodeId).min(self.nodes - 1)
+                    }
+                    Home::Custom(list) => list[(off % list.len() as u64) as usize],
+                }
+            }
+            _ => 0,
+        }
+    }
+
+    /// True if `page` lies in the collective arena above everything this node has allocated
+    /// there so far: another node is ahead of us in the collective call sequence, and requests
+    /// for it must wait until we catch up (its home is not known yet).
+    pub fn is_unknown_collective(&self, page: PageId) -> bool {
+        let addr = self.page_addr(page);
+        if addr >= self.collective_end() {
+            return false;
+        }
+        let top = self.collective.lock().unwrap_or_else(|p| p.into_inner()).top;
+        addr >= top
+    }
+
+    fn check_home(&self, home: &Home) -> Result<(), SpaceError> {
+        let bad = |n: NodeId| if n >= self.nodes { Err(SpaceError::BadHome { node: n, nodes: self.nodes }) } else { Ok(()) };
+        match home {
+            Home::Node(n) => bad(*n),
+            Home::Custom(list) if list.is_empty() => Err(SpaceError::Empty),
+            Home::Custom(list) => list.iter().try_for_each(|n| bad(*n)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Collective allocation: must be called by every node in the same order with the same
+    /// arguments. Page-aligned so regions never share a page.
+    pub fn alloc_collective(&self, bytes: usize, home: Home) -> Result<usize, SpaceError> {
+        if bytes == 0 {
+            return Err(SpaceError::Empty);
+        }
+        self.check_home(&home)?;
+        let mut a = self.collective.lock().unwrap_or_else(|p| p.into_inner());
+        let addr = a.alloc(bytes, self.page_size, "the collective")?;
+        let len = a.live[&addr];
+        // Publish the region before the top moves past it for other threads' `is_unknown` checks.
+        let start = self.page_of(addr);
+        let end = start + (len / self.page_size) as u64;
+        let mut regions = self.regions.write().unwrap_or_else(|p| p.into_inner());
+        regions.retain(|r| r.end <= start || r.start >= end);
+        let i = regions.partition_point(|r| r.end <= start);
+        regions.insert(i, Region { start, end, home });
+        Ok(addr)
+    }
+
+    /// Collective free (same order on every node).
+    pub fn free_collective(&self, addr: usize) -> Result<(), SpaceError> {
+        self.collective.lock().unwrap_or_else(|p| p.into_inner()).free(addr).map(|_| ())
+    }
+
+    /// Local allocation in this node's arena (no messages; home = this node).
+    pub fn alloc_local(&self, bytes: usize) -> Result<usize, SpaceError> {
+        if bytes == 0 {
+            return Err(SpaceError::Empty);
+        }
+        let align = if bytes >= self.page_size { self.page_size } else { SMALL_ALIGN };
+        self.local.lock().unwrap_or_else(|p| p.into_inner()).alloc(bytes, align, "this node's")
+    }
+
+    pub fn free_local(&self, addr: usize) -> Result<(), SpaceError> {
+        self.local.lock().unwrap_or_else(|p| p.into_inner()).free(addr).map(|_| ())
+    }
+
+    pub fn me(&self) -> NodeId {
+        self.me
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const B: usize = 0x6000_0000_0000;
+
+    #[test]
+    fn collective_allocations_match_across_nodes_and_homes_follow_policy() {
+        let a = Space::new(B, 1 << 30, 4096, 0, 4);
+        let b = Space::new(B, 1 << 30, 4096, 3, 4);
+        for s in [&a, &b] {
+            assert_eq!(s.alloc_collective(100, Home::Node(2)).unwrap(), B);
+            assert_eq!(s.alloc_collective(8 * 4096, Home::Block).unwrap(), B + 4096);
+            assert_eq!(s.alloc_collective(8 * 4096, Home::Cyclic).unwrap(), B + 9 * 4096);
+        }
+        assert_eq!(a.home(0), 2);
+        assert_eq!((1..9).map(|p| a.home(p)).collect::<Vec<_>>(), vec![0, 0, 1, 1, 2, 2, 3, 3]);
+        assert_eq!((9..13).map(|p| b.home(p)).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        assert!(a.is_unknown_collective(20));
+        assert!(!a.is_unknown_collective(3));
+    }
+
+    #[test]
+    fn local_arenas_are_disjoint_and_homed_on_their_node() {
+        let s0 = Space::new(B, 1 << 30, 4096, 0, 2);
+        let s1 = Space::new(B, 1 << 30, 4096, 1, 2);
+        let a0 = s0.alloc_local(10).unwrap();
+        let a1 = s1.alloc_local(10).unwrap();
+        assert_ne!(a0, a1);
+        assert_eq!(s0.home(s0.page_of(a0)), 0);
+        assert_eq!(s0.home(s0.page_of(a1)), 1);
+        let x = s0.alloc_local(10).unwrap();
+        assert_eq!(x, a0 + SMALL_ALIGN);
+        s0.free_local(x).unwrap();
+        assert_eq!(s0.free_local(x), Err(SpaceError::BadFree { addr: x }));
+        assert_eq!(s0.alloc_local(10).unwrap(), x);
+    }
+
+    #[test]
+    fn errors() {
+        let s = Space::new(B, 1 << 20, 4096, 0, 2);
+        assert_eq!(s.alloc_collective(0, Home::Block), Err(SpaceError::Empty));
+        assert!(matches!(s.alloc_collective(1 << 30, Home::Block), Err(SpaceError::OutOfSpace { .. })));
+        assert_eq!(s.alloc_collective(1, Home::Node(5)), Err(SpaceError::BadHome { node: 5, nodes: 2 }));
+    }
+}

@@ -1,0 +1,226 @@
+//! Per-node counters and latency histograms, printed at exit with `SVM_STATS=1` (text) or
+//! `SVM_STATS=json` (one JSON object per node).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+/// Log-linear latency histogram in nanoseconds: 8 sub-buckets per power of two (≤ 12.5% error).
+#[derive(Debug, Clone, Default)]
+pub struct Histogram {
+    counts: BTreeMap<u32, u64>,
+    total: u64,
+    sum_ns: u128,
+}
+
+const SUB: u32 = 8;
+
+fn bucket(ns: u64) -> u32 {
+    if ns < SUB as u64 {
+        return ns as u32;
+    }
+    let log = 63 - ns.leading_zeros();
+    let sub = ((ns >> (log - 3)) & (SUB as u64 - 1)) as u32;
+    (log - 2) * SUB + sub
+}
+
+fn bucket_floor(b: u32) -> u64 {
+    if b < SUB {
+        return b as u64;
+    }
+    let log = b / SUB + 2;
+    let sub = (b % SUB) as u64;
+    (1u64 << log) | (sub << (log - 3))
+}
+
+impl Histogram {
+    pub fn record(&mut self, ns: u64) {
+        *self.counts.entry(bucket(ns)).or_default() += 1;
+        self.total += 1;
+        self.sum_ns += ns as u128;
+    }
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+    pub fn mean_ns(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            self.sum_ns as f64 / self.total as f64
+        }
+    }
+    /// Value below which `q` (0..1) of the samples fall (bucket lower bound).
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let target = ((self.total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, c) in &self.counts {
+            seen += c;
+            if seen >= target {
+                return bucket_floor(*b);
+            }
+        }
+        0
+    }
+    fn summary(&self) -> LatencySummary {
+        LatencySummary {
+            count: self.total,
+            mean_us: self.mean_ns() / 1e3,
+            p50_us: self.quantile_ns(0.5) as f64 / 1e3,
+            p90_us: self.quantile_ns(0.9) as f64 / 1e3,
+            p99_us: self.quantile_ns(0.99) as f64 / 1e3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct MsgCount {
+    pub sent: u64,
+    pub sent_bytes: u64,
+    pub received: u64,
+    pub received_bytes: u64,
+}
+
+/// Raw counters, owned by the engine state.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    pub read_faults: u64,
+    pub write_faults: u64,
+    /// Faults resolved without any message to another node.
+    pub local_faults: u64,
+    /// Faults that needed another node.
+    pub remote_faults: u64,
+    pub read_fault_ns: Histogram,
+    pub write_fault_ns: Histogram,
+    pub pages_fetched: u64,
+    pub bytes_fetched: u64,
+    pub pages_served: u64,
+    pub invalidations: u64,
+    pub msgs: BTreeMap<&'static str, MsgCount>,
+    pub lock_acquire_ns: Histogram,
+    pub barrier_wait_ns: Histogram,
+}
+
+/// A snapshot of one node's statistics.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Stats {
+    pub node: u16,
+    pub nodes: u16,
+    pub protocol: String,
+    pub fault_backend: String,
+    pub read_faults: u64,
+    pub write_faults: u64,
+    pub local_faults: u64,
+    pub remote_faults: u64,
+    pub read_fault_latency: LatencySummary,
+    pub write_fault_latency: LatencySummary,
+    pub pages_fetched: u64,
+    pub bytes_fetched: u64,
+    pub pages_served: u64,
+    pub invalidations: u64,
+    pub messages: BTreeMap<&'static str, MsgCount>,
+    pub lock_acquire_latency: LatencySummary,
+    pub barrier_wait: LatencySummary,
+}
+
+impl Stats {
+    pub fn from_counters(c: &Counters, node: u16, nodes: u16, protocol: &str, fault_backend: &str) -> Stats {
+        Stats {
+            node,
+            nodes,
+            protocol: protocol.to_string(),
+            fault_backend: fault_backend.to_string(),
+            read_faults: c.read_faults,
+            write_faults: c.write_faults,
+            local_faults: c.local_faults,
+            remote_faults: c.remote_faults,
+            read_fault_latency: c.read_fault_ns.summary(),
+            write_fault_latency: c.write_fault_ns.summary(),
+            pages_fetched: c.pages_fetched,
+            bytes_fetched: c.bytes_fetched,
+            pages_served: c.pages_served,
+            invalidations: c.invalidations,
+            messages: c.msgs.clone(),
+            lock_acquire_latency: c.lock_acquire_ns.summary(),
+            barrier_wait: c.barrier_wait_ns.summary(),
+        }
+    }
+
+    /// One JSON object (one line).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+fn lat(f: &mut fmt::Formatter<'_>, name: &str, l: &LatencySummary) -> fmt::Result {
+    writeln!(
+        f,
+        "  {name:<22} n={} mean={:.1}us p50={:.1}us p90={:.1}us p99={:.1}us",
+        l.count, l.mean_us, l.p50_us, l.p90_us, l.p99_us
+    )
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "svm stats: node {} of {} (protocol {}, fault backend {})",
+            self.node, self.nodes, self.protocol, self.fault_backend
+        )?;
+        writeln!(
+            f,
+            "  faults                 read={} write={} local={} remote={}",
+            self.read_faults, self.write_faults, self.local_faults, self.remote_faults
+        )?;
+        lat(f, "read fault service", &self.read_fault_latency)?;
+        lat(f, "write fault service", &self.write_fault_latency)?;
+        writeln!(
+            f,
+            "  pages                  fetched={} ({} bytes) served={} invalidations={}",
+            self.pages_fetched, self.bytes_fetched, self.pages_served, self.invalidations
+        )?;
+        lat(f, "lock acquire", &self.lock_acquire_latency)?;
+        lat(f, "barrier wait", &self.barrier_wait)?;
+        for (k, m) in &self.messages {
+            writeln!(
+                f,
+                "  msg {k:<18} sent={} ({} B) received={} ({} B)",
+                m.sent, m.sent_bytes, m.received, m.received_bytes
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_are_within_a_bucket() {
+        let mut h = Histogram::default();
+        for v in 1..=1000u64 {
+            h.record(v * 1000);
+        }
+        let p50 = h.quantile_ns(0.5) as f64;
+        assert!((430_000.0..=500_000.0).contains(&p50), "{p50}");
+        let p99 = h.quantile_ns(0.99) as f64;
+        assert!((860_000.0..=990_000.0).contains(&p99), "{p99}");
+        assert_eq!(h.count(), 1000);
+        for v in [0u64, 1, 7, 8, 9, 100, 12345, u32::MAX as u64] {
+            assert!(bucket_floor(bucket(v)) <= v, "{v}");
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! userfaultfd: MISSING + write-protect tracking on anonymous memory.
+//!
+//! The kernel ABI (include/uapi/linux/userfaultfd.h) is small and stable, so the structures and
+//! ioctl numbers are declared here rather than generated (the bindgen-based crates need libclang
+//! at build time).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::SysError;
+
+const UFFD_API: u64 = 0xAA;
+const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+const UFFDIO_REGISTER_MODE_WP: u64 = 2;
+const UFFDIO_COPY_MODE_WP: u64 = 2;
+const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1;
+const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
+const UFFD_PAGEFAULT_FLAG_WRITE: u64 = 1;
+const UFFD_PAGEFAULT_FLAG_WP: u64 = 2;
+const UFFD_FEATURE_THREAD_ID: u64 = 1 << 8;
+const _UFFDIO_WRITEPROTECT: u64 = 0x06;
+
+#[repr(C)]
+#[derive(Default)]
+struct UffdioApi {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct UffdioRegister {
+    range: UffdioRange,
+    mode: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct UffdioCopy {
+    dst: u64,
+    src: u64,
+    len: u64,
+    mode: u64,
+    copy: i64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct UffdioWriteprotect {
+    range: UffdioRange,
+    mode: u64,
+}
+
+/// `struct uffd_msg` (32 bytes), page-fault view.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct UffdMsg {
+    event: u8,
+    reserved1: u8,
+    reserved2: u16,
+    reserved3: u32,
+    flags: u64,
+    address: u64,
+    ptid: u32,
+    pad: u32,
+}
+
+nix::ioctl_readwrite!(uffdio_api, 0xAA, 0x3F, UffdioApi);
+nix::ioctl_readwrite!(uffdio_register, 0xAA, 0x00, UffdioRegister);
+nix::ioctl_read!(uffdio_wake, 0xAA, 0x02, UffdioRange);
+nix::ioctl_readwrite!(uffdio_copy, 0xAA, 0x03, UffdioCopy);
+nix::ioctl_readwrite!(uffdio_writeprotect, 0xAA, 0x06, UffdioWriteprotect);
+
+/// One page fault reported by the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UffdFault {
+    pub addr: usize,
+    /// The access was a write (to a missing page, or to a write-protected one).
+    pub write: bool,
+    /// The fault is a write-protect fault (the page is present, read-only).
+    pub wp: bool,
+    pub tid: u32,
+}
+
+/// A userfaultfd with a range registered for MISSING and WP faults.
+pub struct Uffd {
+    fd: OwnedFd,
+}
+
+fn err(call: &'static str) -> impl FnOnce(nix::errno::Errno) -> SysError {
+    move |errno| SysError::Call { call, errno }
+}
+
+impl Uffd {
+    /// Opens a userfaultfd (non-blocking, close-on-exec) and negotiates the API.
+    pub fn open() -> Result<Uffd, SysError> {
+        // SAFETY: the userfaultfd syscall takes only flags and returns a new descriptor or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        if raw < 0 {
+            return Err(SysError::Call { call: "userfaultfd", errno: nix::errno::Errno::last() });
+        }
+        // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+        let mut api = UffdioApi { api: UFFD_API, features: UFFD_FEATURE_THREAD_ID, ioctls: 0 };
+        // SAFETY: UFFDIO_API reads and writes the struct we pass, which lives on our stack.
+        unsafe { uffdio_api(fd.as_raw_fd(), &mut api) }.map_err(err("ioctl(UFFDIO_API)"))?;
+        Ok(Uffd { fd })
+    }
+
+    pub fn raw(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// Registers `[start, start+len)` for MISSING and write-protect faults.
+    pub fn register(&self, start: usize, len: usize) -> Result<(), SysError> {
+        let mut r = UffdioRegister {
+            range: UffdioRange { start: start as u64, len: len as u64 },
+            mode: UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_REGISTER reads/writes our struct; the range is our own mapping.
+        unsafe { uffdio_register(self.raw(), &mut r) }.map_err(err("ioctl(UFFDIO_REGISTER)"))?;
+        if r.ioctls & (1 << _UFFDIO_WRITEPROTECT) == 0 {
+            return Err(SysError::Call { call: "UFFDIO_REGISTER (no write-protect support)", errno: nix::errno::Errno::ENOTSUP });
+        }
+        Ok(())
+    }
+
+    /// Reads pending fault events into `out` (non-blocking). Returns the number read.
+    pub fn read_events(&self, out: &mut Vec<UffdFault>) -> Result<usize, SysError> {
+        let mut msgs = [UffdMsg::default(); 32];
+        let mut n = 0;
+        loop {
+            // SAFETY: reads whole uffd_msg records into a local array of the same layout.
+            let r = unsafe {
+                libc::read(self.raw(), msgs.as_mut_ptr().cast(), std::mem::size_of_val(&msgs))
+            };
+            if r < 0 {
+                let e = nix::errno::Errno::last();
+                if e == nix::errno::Errno::EAGAIN || e == nix::errno::Errno::EINTR {
+                    return Ok(n);
+                }
+                return Err(SysError::Call { call: "read(userfaultfd)", errno: e });
+            }
+            let k = r as usize / std::mem::size_of::<UffdMsg>();
+            for m in &msgs[..k] {
+                if m.event == UFFD_EVENT_PAGEFAULT {
+                    out.push(UffdFault {
+                        addr: m.address as usize,
+                        write: m.flags & UFFD_PAGEFAULT_FLAG_WRITE != 0,
+                        wp: m.flags & UFFD_PAGEFAULT_FLAG_WP != 0,
+                        tid: m.ptid,
+                    });
+                    n += 1;
+                }
+            }
+            if k < msgs.len() {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// Atomically fills a missing page with `src` and wakes its waiters; `read_only` maps it
+    /// write-protected. Returns `Ok(false)` if the page was already present (EEXIST).
+    pub fn copy(&self, dst: usize, src: &[u8], read_only: bool) -> Result<bool, SysError> {
+        let mut c = UffdioCopy {
+            dst: dst as u64,
+            src: src.as_ptr() as u64,
+            len: src.len() as u64,
+            mode: if read_only { UFFDIO_COPY_MODE_WP } else { 0 },
+            copy: 0,
+        };
+        // SAFETY: the kernel copies `len` bytes from our live slice into the registered range.
+        match unsafe { uffdio_copy(self.raw(), &mut c) } {
+            Ok(_) => Ok(true),
+            Err(nix::errno::Errno::EEXIST) => Ok(false),
+            Err(e) => Err(SysError::Call { call: "ioctl(UFFDIO_COPY)", errno: e }),
+        }
+    }
+
+    /// Sets or clears write protection on present pages; clearing wakes threads waiting on a WP
+    /// fault there.
+    pub fn write_protect(&self, start: usize, len: usize, protect: bool) -> Result<(), SysError> {
+        let mut w = UffdioWriteprotect {
+            range: UffdioRange { start: start as u64, len: len as u64 },
+            mode: if protect { UFFDIO_WRITEPROTECT_MODE_WP } else { 0 },
+        };
+        // SAFETY: UFFDIO_WRITEPROTECT reads our struct; the range is registered memory.
+        unsafe { uffdio_writeprotect(self.raw(), &mut w) }
+            .map(|_| ())
+            .map_err(err("ioctl(UFFDIO_WRITEPROTECT)"))
+    }
+
+    /// Wakes threads waiting on faults in the range (after the page became accessible some other
+    /// way).
+    pub fn wake(&self, start: usize, len: usize) -> Result<(), SysError> {
+        let mut r = UffdioRange { start: start as u64, len: len as u64 };
+        // SAFETY: UFFDIO_WAKE only reads the range struct.
+        unsafe { uffdio_wake(self.raw(), &mut r) }.map(|_| ()).map_err(err("ioctl(UFFDIO_WAKE)"))
+    }
+}
+
+/// Whether this process may use userfaultfd (root, CAP_SYS_PTRACE, or the sysctl allows it).
+pub fn available() -> bool {
+    Uffd::open().is_ok()
+}

@@ -1,0 +1,686 @@
+//! `sc-sw`: sequential consistency, single writer / multiple readers (IVY, fixed distributed
+//! manager).
+//!
+//! The home of a page (`ctx.home(page)`) is its manager. The manager knows the page's owner
+//! (the node holding the master copy), its copyset (nodes with read copies, the owner excluded)
+//! and serializes every operation on the page: while one is in progress, new requests wait in a
+//! FIFO queue.
+//!
+//! - Read request from R: the owner lowers itself Write→Read and sends R a copy. If the owner
+//!   is the manager the operation completes at once (per-pair FIFO puts every later message of
+//!   the manager to R behind the grant); otherwise R reports `Done` to the manager.
+//! - Write request from W: the manager invalidates every copy but W's and the owner's and waits
+//!   for the acknowledgements, then ownership moves to W (with the contents unless W already
+//!   holds a valid copy). A grant sent by a third node is again confirmed with `Done`.
+//!
+//! Messages this node sends to itself (the manager talking to its own node side) are handled
+//! in place, through a local FIFO, instead of travelling through the engine: a fault on a page
+//! whose home and owner is this node is resolved inside `on_fault` without any message.
+
+use std::collections::{HashMap, VecDeque};
+
+use svm_core::protocol::{Access, Action, Context, NodeId, PageId, Protocol, ProtocolStats, ProtoMsg};
+
+/// A set of nodes (a growable bitset: one bit per node, any node count).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSet {
+    words: Vec<u64>,
+}
+
+impl NodeSet {
+    pub fn new() -> Self {
+        NodeSet::default()
+    }
+
+    pub fn insert(&mut self, n: NodeId) {
+        let (w, b) = (n as usize / 64, n as usize % 64);
+        if self.words.len() <= w {
+            self.words.resize(w + 1, 0);
+        }
+        self.words[w] |= 1 << b;
+    }
+
+    pub fn remove(&mut self, n: NodeId) {
+        let (w, b) = (n as usize / 64, n as usize % 64);
+        if let Some(word) = self.words.get_mut(w) {
+            *word &= !(1 << b);
+        }
+    }
+
+    pub fn contains(&self, n: NodeId) -> bool {
+        let (w, b) = (n as usize / 64, n as usize % 64);
+        self.words.get(w).is_some_and(|word| word & (1 << b) != 0)
+    }
+
+    pub fn clear(&mut self) {
+        self.words.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Members in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &word)| {
+            (0..64).filter(move |b| word & (1u64 << b) != 0).map(move |b| (i * 64 + b) as NodeId)
+        })
+    }
+}
+
+/// This node's view of one page.
+#[derive(Debug, Clone)]
+struct NodePage {
+    /// Access as last set by this protocol.
+    access: Access,
+    /// This node holds the master copy.
+    is_owner: bool,
+    /// The request sent to the manager and not yet granted.
+    outstanding: Option<Access>,
+    /// A write fault arrived while a read request was outstanding: ask for write access as
+    /// soon as the read copy is installed.
+    upgrade_wanted: bool,
+}
+
+/// An operation the manager has started and not yet completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Busy {
+    /// Waiting for `acks` invalidation acknowledgements before granting write access.
+    Invalidating { writer: NodeId, with_data: bool, acks: u32 },
+    /// A third node (the owner) grants `kind` to `requester`; waiting for the requester's `Done`.
+    AwaitDone { requester: NodeId, kind: Access },
+}
+
+/// The manager's view of one page (kept at the page's home only).
+#[derive(Debug, Clone)]
+struct ManagerPage {
+    owner: NodeId,
+    copyset: NodeSet,
+    busy: Option<Busy>,
+    queue: VecDeque<(NodeId, Access)>,
+}
+
+/// Sequential consistency with a single writer and multiple readers; see the module docs.
+#[derive(Debug, Default)]
+pub struct ScSingleWriter {
+    pages: HashMap<PageId, NodePage>,
+    managed: HashMap<PageId, ManagerPage>,
+    /// Messages from this node to itself, handled in place in FIFO order.
+    local: VecDeque<ProtoMsg>,
+    stats: ProtocolStats,
+}
+
+impl ScSingleWriter {
+    pub fn new() -> Self {
+        ScSingleWriter::default()
+    }
+
+    fn node_page(&mut self, ctx: &dyn Context, page: PageId) -> &mut NodePage {
+        let me = ctx.me();
+        self.pages.entry(page).or_insert_with(|| NodePage {
+            access: Access::None,
+            is_owner: ctx.home(page) == me,
+            outstanding: None,
+            upgrade_wanted: false,
+        })
+    }
+
+    fn managed_page(&mut self, ctx: &dyn Context, page: PageId) -> &mut ManagerPage {
+        self.managed.entry(page).or_insert_with(|| ManagerPage {
+            owner: ctx.home(page),
+            copyset: NodeSet::new(),
+            busy: None,
+            queue: VecDeque::new(),
+        })
+    }
+
+    /// Sends `msg` to `to`; a message to this node without data is queued locally.
+    fn send(&mut self, ctx: &dyn Context, to: NodeId, msg: ProtoMsg, attach: Option<PageId>, out: &mut Vec<Action>) {
+        if to == ctx.me() && attach.is_none() {
+            self.local.push_back(msg);
+        } else {
+            out.push(Action::Send { to, msg, attach });
+        }
+    }
+
+    /// Sets this node's access to `page` (and remembers it).
+    fn set_access(&mut self, ctx: &dyn Context, page: PageId, access: Access, out: &mut Vec<Action>) {
+        self.node_page(ctx, page).access = access;
+        out.push(Action::SetAccess { page, access });
+    }
+
+    /// Handles the messages this node sent to itself, in order.
+    fn drain_local(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+        while let Some(msg) = self.local.pop_front() {
+            self.handle(ctx, ctx.me(), &msg, out);
+        }
+    }
+
+    fn handle(&mut self, ctx: &dyn Context, from: NodeId, msg: &ProtoMsg, out: &mut Vec<Action>) {
+        match *msg {
+            // ---- manager side ----
+            ProtoMsg::ReadReq { page } => self.mgr_request(ctx, page, from, Access::Read, out),
+            ProtoMsg::WriteReq { page } => self.mgr_request(ctx, page, from, Access::Write, out),
+            ProtoMsg::InvalAck { page } => self.mgr_inval_ack(ctx, page, out),
+            ProtoMsg::Done { page } => self.mgr_done(ctx, page, from, out),
+            // ---- node side ----
+            ProtoMsg::FwdRead { page, to } => {
+                if self.node_page(ctx, page).access == Access::Write {
+                    self.set_access(ctx, page, Access::Read, out);
+                }
+                self.send(ctx, to, ProtoMsg::Grant { page, access: Access::Read, with_data: true }, Some(page), out);
+            }
+            ProtoMsg::FwdWrite { page, to, with_data } => self.give_up_ownership(ctx, page, to, with_data, out),
+            ProtoMsg::Inval { page } => {
+                if self.node_page(ctx, page).access != Access::None {
+                    self.stats.invalidations += 1;
+                }
+                self.set_access(ctx, page, Access::None, out);
+                self.send(ctx, from, ProtoMsg::InvalAck { page }, None, out);
+            }
+            ProtoMsg::Grant { page, access, with_data } => self.install_grant(ctx, page, access, with_data, from, out),
+        }
+    }
+
+    /// This node (the owner) hands ownership and, if `with_data`, the contents to `to`.
+    fn give_up_ownership(&mut self, ctx: &dyn Context, page: PageId, to: NodeId, with_data: bool, out: &mut Vec<Action>) {
+        let grant = ProtoMsg::Grant { page, access: Access::Write, with_data };
+        if with_data {
+            // Stop local writes first, read the contents into the grant, then drop the copy.
+            if self.node_page(ctx, page).access == Access::Write {
+                self.set_access(ctx, page, Access::Read, out);
+            }
+            self.send(ctx, to, grant, Some(page), out);
+            self.set_access(ctx, page, Access::None, out);
+        } else {
+            self.set_access(ctx, page, Access::None, out);
+            self.send(ctx, to, grant, None, out);
+        }
+        self.node_page(ctx, page).is_owner = false;
+    }
+
+    fn install_grant(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        access: Access,
+        with_data: bool,
+        from: NodeId,
+        out: &mut Vec<Action>,
+    ) {
+        if with_data {
+            out.push(Action::InstallIncoming { page, access });
+        } else {
+            out.push(Action::SetAccess { page, access });
+        }
+        let home = ctx.home(page);
+        let np = self.node_page(ctx, page);
+        np.access = access;
+        np.outstanding = None;
+        let mut became_owner = false;
+        if access == Access::Write {
+            became_owner = !np.is_owner;
+            np.is_owner = true;
+        }
+        let upgrade = std::mem::take(&mut np.upgrade_wanted) && access < Access::Write;
+        if became_owner {
+            self.stats.ownership_received += 1;
+        }
+        if from != home {
+            self.send(ctx, home, ProtoMsg::Done { page }, None, out);
+        }
+        if upgrade {
+            self.node_page(ctx, page).outstanding = Some(Access::Write);
+            self.send(ctx, home, ProtoMsg::WriteReq { page }, None, out);
+        }
+    }
+
+    // ---------------- manager ----------------
+
+    fn mgr_request(&mut self, ctx: &dyn Context, page: PageId, from: NodeId, kind: Access, out: &mut Vec<Action>) {
+        self.managed_page(ctx, page).queue.push_back((from, kind));
+        self.mgr_advance(ctx, page, out);
+    }
+
+    /// Starts queued operations until one is in progress or the queue is empty.
+    fn mgr_advance(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        loop {
+            // The operation that just completed may have left messages to this node (a grant
+            // to itself, say): they take effect before the next operation looks at this node's
+            // access or contents, as they would in per-pair FIFO order.
+            self.drain_local(ctx, out);
+            let m = self.managed_page(ctx, page);
+            if m.busy.is_some() {
+                return;
+            }
+            let Some((req, kind)) = m.queue.pop_front() else { return };
+            match kind {
+                Access::Write => self.mgr_start_write(ctx, page, req, out),
+                _ => self.mgr_start_read(ctx, page, req, out),
+            }
+        }
+    }
+
+    fn mgr_start_read(&mut self, ctx: &dyn Context, page: PageId, reader: NodeId, out: &mut Vec<Action>) {
+        let me = ctx.me();
+        let owner = self.managed_page(ctx, page).owner;
+        let grant_read = |with_data| ProtoMsg::Grant { page, access: Access::Read, with_data };
+        if reader == owner {
+            // The owner itself (the home before its first access): its contents are valid.
+            self.send(ctx, reader, grant_read(false), None, out);
+        } else if owner == me {
+            if self.node_page(ctx, page).access == Access::Write {
+                self.set_access(ctx, page, Access::Read, out);
+            }
+            self.send(ctx, reader, grant_read(true), Some(page), out);
+            self.managed_page(ctx, page).copyset.insert(reader);
+        } else {
+            self.managed_page(ctx, page).busy = Some(Busy::AwaitDone { requester: reader, kind: Access::Read });
+            self.send(ctx, owner, ProtoMsg::FwdRead { page, to: reader }, None, out);
+        }
+    }
+
+    fn mgr_start_write(&mut self, ctx: &dyn Context, page: PageId, writer: NodeId, out: &mut Vec<Action>) {
+        let m = self.managed_page(ctx, page);
+        let owner = m.owner;
+        let with_data = !(m.copyset.contains(writer) || owner == writer);
+        let targets: Vec<NodeId> = m.copyset.iter().filter(|&n| n != writer && n != owner).collect();
+        for &t in &targets {
+            m.copyset.remove(t);
+        }
+        let acks = targets.len() as u32;
+        if acks > 0 {
+            m.busy = Some(Busy::Invalidating { writer, with_data, acks });
+        }
+        for t in targets {
+            self.send(ctx, t, ProtoMsg::Inval { page }, None, out);
+        }
+        if acks == 0 {
+            self.mgr_finish_write(ctx, page, writer, with_data, out);
+        }
+    }
+
+    /// Every other copy is gone: move ownership (and the contents) to `writer`.
+    fn mgr_finish_write(&mut self, ctx: &dyn Context, page: PageId, writer: NodeId, with_data: bool, out: &mut Vec<Action>) {
+        let me = ctx.me();
+        let m = self.managed_page(ctx, page);
+        let owner = m.owner;
+        if owner == writer {
+            m.copyset.clear();
+            m.busy = None;
+            self.send(ctx, writer, ProtoMsg::Grant { page, access: Access::Write, with_data: false }, None, out);
+        } else if owner == me {
+            m.owner = writer;
+            m.copyset.clear();
+            m.busy = None;
+            self.give_up_ownership(ctx, page, writer, with_data, out);
+        } else {
+            m.busy = Some(Busy::AwaitDone { requester: writer, kind: Access::Write });
+            self.send(ctx, owner, ProtoMsg::FwdWrite { page, to: writer, with_data }, None, out);
+        }
+    }
+
+    fn mgr_inval_ack(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        let m = self.managed_page(ctx, page);
+        let Some(Busy::Invalidating { writer, with_data, acks }) = m.busy else {
+            return; // stray acknowledgement: nothing waits for it
+        };
+        if acks > 1 {
+            m.busy = Some(Busy::Invalidating { writer, with_data, acks: acks - 1 });
+            return;
+        }
+        m.busy = None;
+        self.mgr_finish_write(ctx, page, writer, with_data, out);
+        self.mgr_advance(ctx, page, out);
+    }
+
+    fn mgr_done(&mut self, ctx: &dyn Context, page: PageId, from: NodeId, out: &mut Vec<Action>) {
+        let m = self.managed_page(ctx, page);
+        match m.busy {
+            Some(Busy::AwaitDone { requester, kind }) if requester == from => {
+                if kind == Access::Write {
+                    m.owner = from;
+                    m.copyset.clear();
+                } else {
+                    m.copyset.insert(from);
+                }
+                m.busy = None;
+                self.mgr_advance(ctx, page, out);
+            }
+            _ => {} // stray Done: nothing waits for it
+        }
+    }
+}
+
+impl Protocol for ScSingleWriter {
+    fn name(&self) -> &'static str {
+        "sc-sw"
+    }
+
+    fn on_fault(&mut self, ctx: &dyn Context, page: PageId, access: Access, out: &mut Vec<Action>) {
+        if access == Access::None {
+            return;
+        }
+        let np = self.node_page(ctx, page);
+        if np.access >= access {
+            return; // already granted; the engine wakes the thread itself
+        }
+        match np.outstanding {
+            Some(pending) if pending >= access => return,
+            Some(_) => {
+                // Read outstanding, write wanted: ask once the read copy is in.
+                np.upgrade_wanted = true;
+                return;
+            }
+            None => np.outstanding = Some(access),
+        }
+        let msg = if access == Access::Write { ProtoMsg::WriteReq { page } } else { ProtoMsg::ReadReq { page } };
+        self.send(ctx, ctx.home(page), msg, None, out);
+        self.drain_local(ctx, out);
+    }
+
+    fn on_message(&mut self, ctx: &dyn Context, from: NodeId, msg: &ProtoMsg, _data_len: usize, out: &mut Vec<Action>) {
+        self.handle(ctx, from, msg, out);
+        self.drain_local(ctx, out);
+    }
+
+    fn on_release(&mut self, _ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        out.push(Action::ReleaseDone { token, notices: Vec::new() });
+    }
+
+    fn on_acquire(&mut self, _ctx: &dyn Context, token: u64, _notices: &[PageId], out: &mut Vec<Action>) {
+        out.push(Action::AcquireDone { token });
+    }
+
+    fn stats(&self) -> ProtocolStats {
+        self.stats.clone()
+    }
+
+    fn describe(&self, page: PageId) -> String {
+        let local = match self.pages.get(&page) {
+            Some(np) => format!(
+                "access {:?}, owner here: {}, outstanding {:?}, upgrade wanted: {}",
+                np.access, np.is_owner, np.outstanding, np.upgrade_wanted
+            ),
+            None => "untouched here".to_string(),
+        };
+        let managed = match self.managed.get(&page) {
+            Some(m) => format!(
+                "; manager: owner node {}, copyset {:?}, busy {:?}, queued {}",
+                m.owner,
+                m.copyset.iter().collect::<Vec<_>>(),
+                m.busy,
+                m.queue.len()
+            ),
+            None => String::new(),
+        };
+        format!("sc-sw page {page}: {local}{managed}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use svm_core::protocol::StaticContext;
+
+    fn ctx(me: NodeId, nodes: NodeId, home: NodeId) -> StaticContext<impl Fn(PageId) -> NodeId> {
+        StaticContext { me, nodes, homes: move |_| home }
+    }
+
+    fn fault(p: &mut ScSingleWriter, me: NodeId, home: NodeId, page: PageId, a: Access) -> Vec<Action> {
+        let mut out = Vec::new();
+        p.on_fault(&ctx(me, 4, home), page, a, &mut out);
+        out
+    }
+
+    fn msg(p: &mut ScSingleWriter, me: NodeId, home: NodeId, from: NodeId, m: ProtoMsg) -> Vec<Action> {
+        let mut out = Vec::new();
+        p.on_message(&ctx(me, 4, home), from, &m, 0, &mut out);
+        out
+    }
+
+    fn send(to: NodeId, msg: ProtoMsg, attach: Option<PageId>) -> Action {
+        Action::Send { to, msg, attach }
+    }
+
+    fn grant(page: PageId, access: Access, with_data: bool) -> ProtoMsg {
+        ProtoMsg::Grant { page, access, with_data }
+    }
+
+    const P: PageId = 7;
+
+    #[test]
+    fn nodeset_basics() {
+        let mut s = NodeSet::new();
+        assert!(s.is_empty());
+        s.insert(3);
+        s.insert(70);
+        s.insert(3);
+        assert!(s.contains(3) && s.contains(70) && !s.contains(4));
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![3, 70]);
+        s.remove(3);
+        s.remove(200);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![70]);
+        s.clear();
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn home_local_faults_need_no_messages() {
+        let mut h = ScSingleWriter::new();
+        assert_eq!(h.name(), "sc-sw");
+        assert_eq!(fault(&mut h, 0, 0, P, Access::Read), vec![Action::SetAccess { page: P, access: Access::Read }]);
+        assert_eq!(fault(&mut h, 0, 0, P, Access::Write), vec![Action::SetAccess { page: P, access: Access::Write }]);
+        // Already granted: nothing.
+        assert!(fault(&mut h, 0, 0, P, Access::Write).is_empty());
+        assert_eq!(h.stats(), ProtocolStats::default());
+    }
+
+    #[test]
+    fn home_read_by_remote_node() {
+        // Node 0 is home and owner with write access; node 1 reads.
+        let mut h = ScSingleWriter::new();
+        fault(&mut h, 0, 0, P, Access::Write);
+        let mut r = ScSingleWriter::new();
+        assert_eq!(fault(&mut r, 1, 0, P, Access::Read), vec![send(0, ProtoMsg::ReadReq { page: P }, None)]);
+        // Coalesced: a second read fault sends nothing.
+        assert!(fault(&mut r, 1, 0, P, Access::Read).is_empty());
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
+        assert_eq!(
+            out,
+            vec![
+                Action::SetAccess { page: P, access: Access::Read },
+                send(1, grant(P, Access::Read, true), Some(P)),
+            ]
+        );
+        assert!(h.describe(P).contains("copyset [1]"), "{}", h.describe(P));
+        assert!(h.describe(P).contains("busy None"));
+        // Grant from the manager: no Done.
+        let out = msg(&mut r, 1, 0, 0, grant(P, Access::Read, true));
+        assert_eq!(out, vec![Action::InstallIncoming { page: P, access: Access::Read }]);
+        assert!(r.describe(P).contains("access Read"));
+    }
+
+    #[test]
+    fn third_party_read_needs_done() {
+        // Home 0, owner 2 (after a write), reader 1.
+        let mut h = ScSingleWriter::new();
+        let mut o = ScSingleWriter::new();
+        let mut r = ScSingleWriter::new();
+        fault(&mut o, 2, 0, P, Access::Write);
+        let out = msg(&mut h, 0, 0, 2, ProtoMsg::WriteReq { page: P });
+        // The home never touched the page: nothing to lower before attaching.
+        assert_eq!(out, vec![send(2, grant(P, Access::Write, true), Some(P)), Action::SetAccess { page: P, access: Access::None }]);
+        assert_eq!(
+            msg(&mut o, 2, 0, 0, grant(P, Access::Write, true)),
+            vec![Action::InstallIncoming { page: P, access: Access::Write }]
+        );
+        assert_eq!(o.stats().ownership_received, 1);
+
+        fault(&mut r, 1, 0, P, Access::Read);
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
+        assert_eq!(out, vec![send(2, ProtoMsg::FwdRead { page: P, to: 1 }, None)]);
+        // While busy, another request queues.
+        assert!(msg(&mut h, 0, 0, 3, ProtoMsg::ReadReq { page: P }).is_empty());
+        assert!(h.describe(P).contains("queued 1"), "{}", h.describe(P));
+        let out = msg(&mut o, 2, 0, 0, ProtoMsg::FwdRead { page: P, to: 1 });
+        assert_eq!(
+            out,
+            vec![Action::SetAccess { page: P, access: Access::Read }, send(1, grant(P, Access::Read, true), Some(P))]
+        );
+        let out = msg(&mut r, 1, 0, 2, grant(P, Access::Read, true));
+        assert_eq!(
+            out,
+            vec![Action::InstallIncoming { page: P, access: Access::Read }, send(0, ProtoMsg::Done { page: P }, None)]
+        );
+        // Done completes the read and starts the queued one.
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::Done { page: P });
+        assert_eq!(out, vec![send(2, ProtoMsg::FwdRead { page: P, to: 3 }, None)]);
+        assert!(h.describe(P).contains("copyset [1]"), "{}", h.describe(P));
+    }
+
+    #[test]
+    fn write_invalidates_copies_and_moves_ownership() {
+        // Home 0 owns; readers 1 and 2 hold copies; node 3 writes.
+        let mut h = ScSingleWriter::new();
+        msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
+        msg(&mut h, 0, 0, 2, ProtoMsg::ReadReq { page: P });
+        let out = msg(&mut h, 0, 0, 3, ProtoMsg::WriteReq { page: P });
+        assert_eq!(out, vec![send(1, ProtoMsg::Inval { page: P }, None), send(2, ProtoMsg::Inval { page: P }, None)]);
+        assert!(msg(&mut h, 0, 0, 1, ProtoMsg::InvalAck { page: P }).is_empty());
+        // A request arriving meanwhile waits.
+        assert!(msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P }).is_empty());
+        let out = msg(&mut h, 0, 0, 2, ProtoMsg::InvalAck { page: P });
+        assert_eq!(
+            out,
+            vec![
+                send(3, grant(P, Access::Write, true), Some(P)),
+                Action::SetAccess { page: P, access: Access::None },
+                // The queued read now goes to the new owner.
+                send(3, ProtoMsg::FwdRead { page: P, to: 1 }, None),
+            ]
+        );
+        // A copy holder acknowledges an invalidation after dropping its copy.
+        let mut r = ScSingleWriter::new();
+        fault(&mut r, 1, 0, P, Access::Read);
+        msg(&mut r, 1, 0, 0, grant(P, Access::Read, true));
+        let out = msg(&mut r, 1, 0, 0, ProtoMsg::Inval { page: P });
+        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::None }, send(0, ProtoMsg::InvalAck { page: P }, None)]);
+        assert_eq!(r.stats().invalidations, 1);
+    }
+
+    #[test]
+    fn write_from_copy_holder_via_third_owner_skips_data() {
+        // Home 0, owner 2, copy holder 1 upgrades: FwdWrite without data.
+        let mut h = ScSingleWriter::new();
+        msg(&mut h, 0, 0, 2, ProtoMsg::WriteReq { page: P });
+        msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
+        msg(&mut h, 0, 0, 1, ProtoMsg::Done { page: P });
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::WriteReq { page: P });
+        assert_eq!(out, vec![send(2, ProtoMsg::FwdWrite { page: P, to: 1, with_data: false }, None)]);
+        let mut o = ScSingleWriter::new();
+        fault(&mut o, 2, 0, P, Access::Write);
+        msg(&mut o, 2, 0, 0, grant(P, Access::Write, true));
+        let out = msg(&mut o, 2, 0, 0, ProtoMsg::FwdWrite { page: P, to: 1, with_data: false });
+        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::None }, send(1, grant(P, Access::Write, false), None)]);
+        assert!(o.describe(P).contains("owner here: false"));
+        // With data: lower, attach, drop.
+        let mut o2 = ScSingleWriter::new();
+        fault(&mut o2, 2, 0, P, Access::Write);
+        msg(&mut o2, 2, 0, 0, grant(P, Access::Write, true));
+        let out = msg(&mut o2, 2, 0, 0, ProtoMsg::FwdWrite { page: P, to: 3, with_data: true });
+        assert_eq!(
+            out,
+            vec![
+                Action::SetAccess { page: P, access: Access::Read },
+                send(3, grant(P, Access::Write, true), Some(P)),
+                Action::SetAccess { page: P, access: Access::None },
+            ]
+        );
+        // Done moves ownership at the manager.
+        msg(&mut h, 0, 0, 1, ProtoMsg::Done { page: P });
+        assert!(h.describe(P).contains("owner node 1, copyset [], busy None"), "{}", h.describe(P));
+    }
+
+    #[test]
+    fn owner_upgrade_invalidates_copyset_first() {
+        // Node 1 becomes owner, node 2 and home 0 read, then node 1 (owner, read-only) writes.
+        let mut h = ScSingleWriter::new();
+        msg(&mut h, 0, 0, 1, ProtoMsg::WriteReq { page: P });
+        // Home's own read goes to the owner.
+        let out = fault(&mut h, 0, 0, P, Access::Read);
+        assert_eq!(out, vec![send(1, ProtoMsg::FwdRead { page: P, to: 0 }, None)]);
+        // The grant from the owner completes the operation locally (Done to self).
+        let out = msg(&mut h, 0, 0, 1, grant(P, Access::Read, true));
+        assert_eq!(out, vec![Action::InstallIncoming { page: P, access: Access::Read }]);
+        msg(&mut h, 0, 0, 2, ProtoMsg::ReadReq { page: P });
+        msg(&mut h, 0, 0, 2, ProtoMsg::Done { page: P });
+        assert!(h.describe(P).contains("copyset [0, 2]"), "{}", h.describe(P));
+        // Owner upgrade: home invalidates itself in place, node 2 by message.
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::WriteReq { page: P });
+        assert_eq!(out, vec![send(2, ProtoMsg::Inval { page: P }, None), Action::SetAccess { page: P, access: Access::None }]);
+        assert_eq!(h.stats().invalidations, 1);
+        let out = msg(&mut h, 0, 0, 2, ProtoMsg::InvalAck { page: P });
+        assert_eq!(out, vec![send(1, grant(P, Access::Write, false), None)]);
+        // The owner installs without data, sends no Done, gains no new ownership.
+        let mut o = ScSingleWriter::new();
+        fault(&mut o, 1, 0, P, Access::Write);
+        msg(&mut o, 1, 0, 0, grant(P, Access::Write, true));
+        let out = msg(&mut o, 1, 0, 0, ProtoMsg::FwdRead { page: P, to: 2 });
+        assert_eq!(out[0], Action::SetAccess { page: P, access: Access::Read });
+        assert_eq!(fault(&mut o, 1, 0, P, Access::Write), vec![send(0, ProtoMsg::WriteReq { page: P }, None)]);
+        let out = msg(&mut o, 1, 0, 0, grant(P, Access::Write, false));
+        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::Write }]);
+        assert_eq!(o.stats().ownership_received, 1);
+    }
+
+    #[test]
+    fn home_owner_with_readers_upgrades_after_invalidation() {
+        let mut h = ScSingleWriter::new();
+        fault(&mut h, 0, 0, P, Access::Read);
+        msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
+        let out = fault(&mut h, 0, 0, P, Access::Write);
+        assert_eq!(out, vec![send(1, ProtoMsg::Inval { page: P }, None)]);
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::InvalAck { page: P });
+        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::Write }]);
+    }
+
+    #[test]
+    fn read_then_write_fault_coalesces_into_upgrade() {
+        let mut r = ScSingleWriter::new();
+        assert_eq!(fault(&mut r, 1, 0, P, Access::Read), vec![send(0, ProtoMsg::ReadReq { page: P }, None)]);
+        // Write wanted while the read is outstanding: remembered, nothing sent.
+        assert!(fault(&mut r, 1, 0, P, Access::Write).is_empty());
+        assert!(fault(&mut r, 1, 0, P, Access::Write).is_empty());
+        // A third-party read grant: Done, then the write request, in that order.
+        let out = msg(&mut r, 1, 0, 2, grant(P, Access::Read, true));
+        assert_eq!(
+            out,
+            vec![
+                Action::InstallIncoming { page: P, access: Access::Read },
+                send(0, ProtoMsg::Done { page: P }, None),
+                send(0, ProtoMsg::WriteReq { page: P }, None),
+            ]
+        );
+        // Write outstanding covers later faults.
+        assert!(fault(&mut r, 1, 0, P, Access::Read).is_empty());
+        assert!(fault(&mut r, 1, 0, P, Access::Write).is_empty());
+        let out = msg(&mut r, 1, 0, 0, grant(P, Access::Write, false));
+        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::Write }]);
+    }
+
+    #[test]
+    fn release_and_acquire_complete_at_once() {
+        let mut p = ScSingleWriter::new();
+        let c = ctx(0, 2, 0);
+        let mut out = Vec::new();
+        p.on_release(&c, 5, &mut out);
+        p.on_acquire(&c, 6, &[1, 2], &mut out);
+        assert_eq!(out, vec![Action::ReleaseDone { token: 5, notices: vec![] }, Action::AcquireDone { token: 6 }]);
+    }
+}

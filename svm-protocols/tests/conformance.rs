@@ -1,0 +1,449 @@
+//! The protocol conformance suite: every protocol runs the same programs in the simulated
+//! cluster over many seeds (random message delays and interleavings).
+//!
+//! A protocol joins the suite with one line at the bottom of this file:
+//! `conformance_suite!(module_name, Subject { .. })`. Litmus tests that race (message passing
+//! by spinning on a flag, store buffering, IRIW) only run for protocols that promise sequential
+//! consistency to racy programs (`sc_for_racy`); the lock, barrier and data-race-free tests run
+//! for every protocol.
+//!
+//! `SVM_SIM_SEEDS=n` changes the number of seeds per test (default 1000).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use svm_core::protocol::{NodeId, Protocol};
+use svm_protocols::sim::{Cluster, Op, SimConfig, ThreadId};
+
+/// A protocol under test.
+pub struct Subject {
+    pub name: &'static str,
+    pub factory: fn(NodeId) -> Box<dyn Protocol>,
+    /// Sequential consistency for every program, racy ones included.
+    pub sc_for_racy: bool,
+    /// Check the single-writer/multiple-reader invariant after every simulated step.
+    pub single_writer: bool,
+}
+
+const PAGE_WORDS: usize = 8;
+const SPIN: u32 = 100_000;
+
+fn seeds() -> u64 {
+    std::env::var("SVM_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1000)
+}
+
+/// A cluster of `nodes` nodes whose pages get random homes drawn from `seed`.
+fn cluster(s: &Subject, nodes: NodeId, seed: u64) -> Cluster {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_0f_4053);
+    let homes: Vec<NodeId> = (0..16).map(|_| rng.gen_range(0..nodes)).collect();
+    let cfg = SimConfig::new(nodes, seed)
+        .page_size(8 * PAGE_WORDS)
+        .home(move |p| homes[p as usize % homes.len()])
+        .check_single_writer(s.single_writer);
+    let c = Cluster::new(cfg, s.factory);
+    assert_eq!(c.protocol(0).name(), s.name);
+    c
+}
+
+fn run(s: &Subject, c: &mut Cluster, test: &str) {
+    if let Err(e) = c.run() {
+        panic!("{} / {test}: {e}", s.name);
+    }
+}
+
+fn addr(page: u64, word: usize) -> u64 {
+    page * (8 * PAGE_WORDS) as u64 + 8 * word as u64
+}
+
+/// Fails unless the racy litmus outcomes were actually explored.
+fn assert_explored<T: std::fmt::Debug>(s: &Subject, test: &str, outcomes: &BTreeMap<T, u64>, at_least: usize) {
+    assert!(
+        outcomes.len() >= at_least,
+        "{} / {test}: only {} outcome(s) over all seeds ({outcomes:?}); the simulator is not interleaving",
+        s.name,
+        outcomes.len()
+    );
+}
+
+// ---------------------------------------------------------------- litmus tests
+
+/// Message passing: data then flag; a reader that saw the flag must see the data.
+pub fn message_passing(s: &Subject) {
+    if !s.sc_for_racy {
+        return;
+    }
+    let mut first_reads = BTreeMap::new();
+    let mut observer = BTreeMap::new();
+    for seed in 0..seeds() {
+        let same_page = seed % 2 == 0;
+        let (data, flag) = if same_page { (addr(1, 0), addr(1, 5)) } else { (addr(1, 0), addr(2, 0)) };
+        let mut c = cluster(s, 3, seed);
+        c.spawn(0, vec![Op::Store { addr: data, value: 42 }, Op::Store { addr: flag, value: 1 }]);
+        let reader = c.spawn(
+            1,
+            vec![
+                // A possibly stale early copy, which must be invalidated in time.
+                Op::Load { addr: data, reg: 0 },
+                Op::SpinUntilEq { addr: flag, value: 1, max_loads: SPIN },
+                Op::Load { addr: data, reg: 1 },
+            ],
+        );
+        let obs = c.spawn(2, vec![Op::Load { addr: flag, reg: 0 }, Op::Load { addr: data, reg: 1 }]);
+        run(s, &mut c, "message passing");
+        let r = c.log(reader);
+        assert_eq!(r[1], 42, "{} / message passing, seed {seed}: reader saw the flag but not the data", s.name);
+        let o = c.log(obs);
+        assert!(o[0] == 0 || o[1] == 42, "{} / message passing, seed {seed}: observer saw flag, data {o:?}", s.name);
+        *first_reads.entry(r[0]).or_insert(0) += 1;
+        *observer.entry(o.to_vec()).or_insert(0) += 1;
+    }
+    assert_explored(s, "message passing (early read)", &first_reads, 2);
+    assert_explored(s, "message passing (observer)", &observer, 2);
+}
+
+/// Store buffering (Dekker): x=1; r1=y ‖ y=1; r2=x never gives r1 = r2 = 0.
+pub fn store_buffering(s: &Subject) {
+    if !s.sc_for_racy {
+        return;
+    }
+    for same_page in [false, true] {
+        let mut outcomes = BTreeMap::new();
+        for seed in 0..seeds() {
+            let (x, y) = if same_page { (addr(1, 1), addr(1, 6)) } else { (addr(1, 1), addr(2, 6)) };
+            let mut c = cluster(s, 3, seed);
+            let warm = seed % 3 == 0;
+            let prog = |mine: u64, other: u64| {
+                let mut p = Vec::new();
+                if warm {
+                    p.push(Op::Load { addr: other, reg: 1 });
+                    p.push(Op::Load { addr: mine, reg: 1 });
+                }
+                p.push(Op::Store { addr: mine, value: 1 });
+                p.push(Op::Load { addr: other, reg: 0 });
+                p
+            };
+            let t0 = c.spawn(0, prog(x, y));
+            let t1 = c.spawn(1, prog(y, x));
+            run(s, &mut c, "store buffering");
+            let (r1, r2) = (*c.log(t0).last().unwrap(), *c.log(t1).last().unwrap());
+            assert!(
+                r1 == 1 || r2 == 1,
+                "{} / store buffering (same page: {same_page}), seed {seed}: r1 = r2 = 0",
+                s.name
+            );
+            *outcomes.entry((r1, r2)).or_insert(0) += 1;
+        }
+        assert_explored(s, &format!("store buffering (same page: {same_page})"), &outcomes, 2);
+    }
+}
+
+/// Independent reads of independent writes: two readers never see the writes in opposite
+/// orders.
+pub fn iriw(s: &Subject) {
+    if !s.sc_for_racy {
+        return;
+    }
+    let mut outcomes = BTreeMap::new();
+    for seed in 0..seeds() {
+        let (x, y) = (addr(1, 2), addr(2, 3));
+        let mut c = cluster(s, 4, seed);
+        c.spawn(0, vec![Op::Store { addr: x, value: 1 }]);
+        c.spawn(1, vec![Op::Store { addr: y, value: 1 }]);
+        let a = c.spawn(2, vec![Op::Load { addr: x, reg: 0 }, Op::Load { addr: y, reg: 1 }]);
+        let b = c.spawn(3, vec![Op::Load { addr: y, reg: 0 }, Op::Load { addr: x, reg: 1 }]);
+        run(s, &mut c, "IRIW");
+        let (ra, rb) = (c.log(a).to_vec(), c.log(b).to_vec());
+        assert!(
+            !(ra == [1, 0] && rb == [1, 0]),
+            "{} / IRIW, seed {seed}: reader 2 saw x before y, reader 3 saw y before x",
+            s.name
+        );
+        *outcomes.entry((ra, rb)).or_insert(0) += 1;
+    }
+    assert_explored(s, "IRIW", &outcomes, 3);
+}
+
+// ---------------------------------------------------------------- synchronization
+
+/// Lock-protected counters, several threads per node (cohort hand-offs), counters sharing pages.
+pub fn lock_counters(s: &Subject) {
+    // (page, word, lock) of each counter: two share a page under different locks.
+    const COUNTERS: [(u64, usize, u64); 3] = [(1, 0, 10), (1, 3, 11), (2, 7, 12)];
+    const ROUNDS: usize = 4;
+    for seed in 0..seeds() {
+        let nodes = 2 + (seed % 3) as NodeId;
+        let per_node = 1 + (seed % 2) as usize * 2;
+        let total = nodes as usize * per_node;
+        let mut c = cluster(s, nodes, seed);
+        let mut expected = [0u64; 3];
+        let mut reader = None;
+        for j in 0..total {
+            let mut p = Vec::new();
+            for round in 0..ROUNDS {
+                let k = (j + round) % COUNTERS.len();
+                let (page, word, lock) = COUNTERS[k];
+                let inc = 1 + j as u64;
+                expected[k] += inc;
+                p.extend([
+                    Op::Lock(lock),
+                    Op::Load { addr: addr(page, word), reg: 0 },
+                    Op::AddImm { reg: 0, imm: inc },
+                    Op::StoreReg { addr: addr(page, word), reg: 0 },
+                    Op::Unlock(lock),
+                ]);
+            }
+            p.push(Op::Barrier { id: 3, count: total as u32 });
+            if j == total - 1 {
+                p.extend(COUNTERS.iter().map(|&(page, word, _)| Op::Load { addr: addr(page, word), reg: 1 }));
+            }
+            let t = c.spawn((j % nodes as usize) as NodeId, p);
+            if j == total - 1 {
+                reader = Some(t);
+            }
+        }
+        run(s, &mut c, "lock counters");
+        let log = c.log(reader.unwrap());
+        assert_eq!(
+            &log[log.len() - 3..],
+            &expected,
+            "{} / lock counters, seed {seed} ({nodes} nodes x {per_node} threads): lost increments",
+            s.name
+        );
+    }
+}
+
+/// Barrier phases: every thread writes its slot, barrier, reads every slot, barrier.
+pub fn barrier_phases(s: &Subject) {
+    const PHASES: u64 = 3;
+    for seed in 0..seeds() {
+        let nodes = 2 + (seed % 2) as NodeId;
+        let total = nodes as usize * 2;
+        let slot = |j: usize| addr(1 + (j % 2) as u64, j / 2);
+        let value = |p: u64, j: usize| p * 100 + j as u64 + 1;
+        let mut c = cluster(s, nodes, seed);
+        let threads: Vec<ThreadId> = (0..total)
+            .map(|j| {
+                let mut prog = Vec::new();
+                for p in 0..PHASES {
+                    prog.push(Op::Store { addr: slot(j), value: value(p, j) });
+                    prog.push(Op::Barrier { id: 7, count: total as u32 });
+                    prog.extend((0..total).map(|i| Op::Load { addr: slot((i + j) % total), reg: 0 }));
+                    prog.push(Op::Barrier { id: 8, count: total as u32 });
+                }
+                c.spawn((j % nodes as usize) as NodeId, prog)
+            })
+            .collect();
+        run(s, &mut c, "barrier phases");
+        for (j, &t) in threads.iter().enumerate() {
+            let want: Vec<u64> =
+                (0..PHASES).flat_map(|p| (0..total).map(move |i| value(p, (i + j) % total))).collect();
+            assert_eq!(c.log(t), &want[..], "{} / barrier phases, seed {seed}, thread {j}", s.name);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- random DRF programs
+
+/// A random data-race-free program: per thread, the ops and which of its loads are
+/// deterministic (a counter read inside a critical section is not: it depends on the order in
+/// which threads took the lock).
+struct DrfProgram {
+    nodes: NodeId,
+    /// Per thread: node, ops.
+    threads: Vec<(NodeId, Vec<Op>)>,
+    /// Per thread: for each load, whether its value is deterministic.
+    care: Vec<Vec<bool>>,
+    /// Per thread: the ops of each phase (for the sequential run).
+    phases: Vec<Vec<Vec<Op>>>,
+}
+
+const DRF_WORDS: usize = 2 * PAGE_WORDS;
+const DRF_COUNTERS: usize = 4;
+const DRF_PHASES: usize = 3;
+
+fn drf_program(seed: u64) -> DrfProgram {
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xd1f);
+    let nodes: NodeId = rng.gen_range(2..=4);
+    let per_node = rng.gen_range(1..=2);
+    let total = nodes as usize * per_node;
+    // Word roles: a few lock-protected counters among plain data words, on the same pages.
+    let mut words: Vec<usize> = (0..DRF_WORDS).collect();
+    for i in (1..words.len()).rev() {
+        words.swap(i, rng.gen_range(0..=i));
+    }
+    let counters: Vec<usize> = words[..DRF_COUNTERS].to_vec();
+    let data: Vec<usize> = words[DRF_COUNTERS..].to_vec();
+    let waddr = |w: usize| addr(1 + (w / PAGE_WORDS) as u64, w % PAGE_WORDS);
+    let barrier = Op::Barrier { id: 50, count: total as u32 };
+
+    let mut phases = vec![Vec::new(); total];
+    let mut care = vec![Vec::new(); total];
+    for _ in 0..DRF_PHASES {
+        // Each data word is written by one thread this phase, or read-only.
+        let writer: Vec<Option<usize>> =
+            data.iter().map(|_| if rng.gen_bool(0.5) { Some(rng.gen_range(0..total)) } else { None }).collect();
+        let read_only: Vec<usize> = data.iter().zip(&writer).filter(|(_, w)| w.is_none()).map(|(&d, _)| d).collect();
+        for t in 0..total {
+            let own: Vec<usize> = data.iter().zip(&writer).filter(|(_, w)| **w == Some(t)).map(|(&d, _)| d).collect();
+            let readable: Vec<usize> = read_only.iter().chain(&own).copied().collect();
+            let mut ops = Vec::new();
+            for _ in 0..rng.gen_range(2..=5) {
+                match rng.gen_range(0..4) {
+                    0 => {
+                        let k = rng.gen_range(0..DRF_COUNTERS);
+                        let lock = 200 + k as u64;
+                        ops.extend([
+                            Op::Lock(lock),
+                            Op::Load { addr: waddr(counters[k]), reg: 0 },
+                            Op::AddImm { reg: 0, imm: rng.gen_range(1..100) },
+                            Op::StoreReg { addr: waddr(counters[k]), reg: 0 },
+                            Op::Unlock(lock),
+                        ]);
+                        care[t].push(false);
+                    }
+                    1 if !own.is_empty() => {
+                        let w = own[rng.gen_range(0..own.len())];
+                        ops.push(Op::Store { addr: waddr(w), value: rng.gen_range(1..1_000_000) });
+                    }
+                    2 if !own.is_empty() && !readable.is_empty() => {
+                        let src = readable[rng.gen_range(0..readable.len())];
+                        let dst = own[rng.gen_range(0..own.len())];
+                        ops.extend([
+                            Op::Load { addr: waddr(src), reg: 1 },
+                            Op::AddImm { reg: 1, imm: rng.gen_range(1..1000) },
+                            Op::StoreReg { addr: waddr(dst), reg: 1 },
+                        ]);
+                        care[t].push(true);
+                    }
+                    _ if !readable.is_empty() => {
+                        let src = readable[rng.gen_range(0..readable.len())];
+                        ops.push(Op::Load { addr: waddr(src), reg: 2 });
+                        care[t].push(true);
+                    }
+                    _ => {}
+                }
+            }
+            ops.push(barrier);
+            phases[t].push(ops);
+        }
+    }
+    // Finally the last thread reads every word.
+    let last = total - 1;
+    let dump: Vec<Op> = (0..DRF_WORDS).map(|w| Op::Load { addr: waddr(w), reg: 3 }).collect();
+    care[last].extend(std::iter::repeat(true).take(DRF_WORDS));
+    phases[last].push(dump);
+    let threads = phases.iter().enumerate().map(|(t, ph)| ((t % nodes as usize) as NodeId, ph.concat())).collect();
+    DrfProgram { nodes, threads, care, phases }
+}
+
+/// Runs the program sequentially: phase by phase, thread after thread. Returns every thread's
+/// load log.
+fn sequential_run(p: &DrfProgram) -> Vec<Vec<u64>> {
+    let mut mem: HashMap<u64, u64> = HashMap::new();
+    let mut regs = vec![[0u64; 4]; p.threads.len()];
+    let mut logs = vec![Vec::new(); p.threads.len()];
+    let phases = p.phases.iter().map(Vec::len).max().unwrap_or(0);
+    for ph in 0..phases {
+        for (t, tp) in p.phases.iter().enumerate() {
+            for op in tp.get(ph).into_iter().flatten() {
+                match *op {
+                    Op::Load { addr, reg } => {
+                        let v = mem.get(&addr).copied().unwrap_or(0);
+                        regs[t][reg] = v;
+                        logs[t].push(v);
+                    }
+                    Op::Store { addr, value } => {
+                        mem.insert(addr, value);
+                    }
+                    Op::StoreReg { addr, reg } => {
+                        mem.insert(addr, regs[t][reg]);
+                    }
+                    Op::AddImm { reg, imm } => regs[t][reg] = regs[t][reg].wrapping_add(imm),
+                    Op::Lock(_) | Op::TryLock { .. } | Op::Unlock(_) | Op::Barrier { .. } => {}
+                    Op::SpinUntilEq { .. } => unreachable!("DRF programs do not spin"),
+                }
+            }
+        }
+    }
+    logs
+}
+
+/// Random data-race-free programs (lock-protected read-modify-writes, barrier-separated
+/// phases of exclusive writes and shared reads) must end exactly as their sequential run.
+pub fn random_drf(s: &Subject) {
+    for seed in 0..seeds() {
+        let p = drf_program(seed);
+        let want = sequential_run(&p);
+        let mut c = cluster(s, p.nodes, seed);
+        let tids: Vec<ThreadId> = p.threads.iter().map(|(node, ops)| c.spawn(*node, ops.clone())).collect();
+        run(s, &mut c, "random DRF");
+        for (t, &tid) in tids.iter().enumerate() {
+            let got = c.log(tid);
+            assert_eq!(got.len(), want[t].len(), "{} / random DRF, seed {seed}, thread {t}: load count", s.name);
+            for (i, ((g, w), care)) in got.iter().zip(&want[t]).zip(&p.care[t]).enumerate() {
+                assert!(
+                    !care || g == w,
+                    "{} / random DRF, seed {seed}, thread {t}, load {i}: got {g}, the sequential run gives {w}",
+                    s.name
+                );
+            }
+        }
+    }
+}
+
+/// The random programs are not trivial: they use every kind of step.
+#[test]
+fn random_drf_programs_cover_every_op_kind() {
+    let mut kinds = HashSet::new();
+    for seed in 0..50 {
+        for (_, ops) in drf_program(seed).threads {
+            for op in ops {
+                kinds.insert(std::mem::discriminant(&op));
+            }
+        }
+    }
+    // Load, Store, StoreReg, AddImm, Lock, Unlock, Barrier.
+    assert_eq!(kinds.len(), 7);
+}
+
+// ---------------------------------------------------------------- the protocols
+
+macro_rules! conformance_suite {
+    ($module:ident, $subject:expr) => {
+        mod $module {
+            use super::*;
+            const SUBJECT: Subject = $subject;
+            #[test]
+            fn message_passing() {
+                super::message_passing(&SUBJECT)
+            }
+            #[test]
+            fn store_buffering() {
+                super::store_buffering(&SUBJECT)
+            }
+            #[test]
+            fn iriw() {
+                super::iriw(&SUBJECT)
+            }
+            #[test]
+            fn lock_counters() {
+                super::lock_counters(&SUBJECT)
+            }
+            #[test]
+            fn barrier_phases() {
+                super::barrier_phases(&SUBJECT)
+            }
+            #[test]
+            fn random_drf() {
+                super::random_drf(&SUBJECT)
+            }
+        }
+    };
+}
+
+fn sc_sw(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::ScSingleWriter::new())
+}
+
+conformance_suite!(sc_sw, Subject { name: "sc-sw", factory: sc_sw, sc_for_racy: true, single_writer: false });

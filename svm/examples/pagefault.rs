@@ -1,0 +1,122 @@
+//! `pagefault [MIB]`: the cost of a remote read fault. Rank 0 fills MIB MiB (default 32), homed
+//! on itself, with a known pattern; after a barrier every other rank reads one word of every page
+//! (so each page is fetched once) and checks it against the pattern. Each reading rank prints
+//! `us_per_page=<µs per page of its read pass> pages=<n> mib=<m>`. With one node rank 0 reads its
+//! own (local) pages and prints the same line.
+//!
+//! ```text
+//! svmrun -n 2 target/release/examples/pagefault 32
+//! ```
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+const USAGE: &str =
+    "usage: pagefault [MIB]    (rank 0 writes MIB MiB, default 32; the other ranks fault them in)";
+const DEFAULT_MIB: usize = 32;
+const PAGE: usize = 4096;
+const WORDS_PER_PAGE: usize = PAGE / std::mem::size_of::<u64>();
+/// Words written per `write_from` call while filling.
+const CHUNK_WORDS: usize = 16 * WORDS_PER_PAGE;
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn parse_args() -> Result<Option<usize>, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [h] if h == "-h" || h == "--help" => Ok(None),
+        [] => Ok(Some(DEFAULT_MIB)),
+        [m] => match m.parse::<usize>() {
+            Ok(mib) if (1..=1 << 20).contains(&mib) => Ok(Some(mib)),
+            _ => Err(format!(
+                "MIB must be an integer between 1 and 1048576, got {m:?}"
+            )),
+        },
+        _ => Err(format!(
+            "expected at most one argument (MIB), got {}",
+            args.len()
+        )),
+    }
+}
+
+/// The value of word `w`: distinct per word, never zero (the memory starts zeroed).
+fn pattern(w: usize) -> u64 {
+    ((w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA5A5_5A5A_0F0F_F0F0) | 1
+}
+
+/// `Ok(true)` if every word read matched.
+fn run(mib: usize) -> Result<bool, BoxError> {
+    let svm = svm::init()?;
+    let me = svm::node_id();
+    let nodes = svm::nodes();
+    let pages = mib * (1 << 20) / PAGE;
+    let words = pages * WORDS_PER_PAGE;
+    let data = svm::alloc_collective::<u64>(words)?;
+
+    if me == 0 {
+        let mut chunk = vec![0u64; CHUNK_WORDS];
+        let mut start = 0;
+        while start < words {
+            let len = CHUNK_WORDS.min(words - start);
+            for (i, v) in chunk[..len].iter_mut().enumerate() {
+                *v = pattern(start + i);
+            }
+            data.write_from(start, &chunk[..len]);
+            start += len;
+        }
+    }
+    svm::barrier()?;
+
+    let reader = if nodes == 1 { me == 0 } else { me != 0 };
+    let mut ok = true;
+    if reader {
+        let mut bad: Option<(usize, u64)> = None;
+        let t0 = Instant::now();
+        for p in 0..pages {
+            // A different word of each page, so the pattern check covers more than offset 0.
+            let w = p * WORDS_PER_PAGE + p % WORDS_PER_PAGE;
+            let v = data.get(w);
+            if v != pattern(w) && bad.is_none() {
+                bad = Some((w, v));
+            }
+        }
+        let us = t0.elapsed().as_secs_f64() * 1e6;
+        println!(
+            "us_per_page={:.3} pages={pages} mib={mib}",
+            us / pages as f64
+        );
+        if let Some((w, v)) = bad {
+            eprintln!(
+                "pagefault: rank {me}: word {w} (page {}) holds {v:#018x}, rank 0 wrote {:#018x}",
+                w / WORDS_PER_PAGE,
+                pattern(w)
+            );
+            ok = false;
+        }
+    }
+    svm::barrier()?;
+    svm.finish()?;
+    Ok(ok)
+}
+
+fn main() -> ExitCode {
+    let mib = match parse_args() {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(msg) => {
+            eprintln!("pagefault: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(mib) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("pagefault: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The examples of the `svm` crate run as real multi-node jobs through `svmrun`, with both fault
+//! backends, and their `key=value` output is checked word for word.
+
+use std::path::Path;
+use std::time::Duration;
+
+use svm_tests::{example_path, run_example, serial, word_value, Job, Output};
+
+const COUNTER_ITERS: u64 = 200;
+const LITMUS_ROUNDS: u64 = 200;
+
+/// Generates one `#[test]` per row: `name => (args...)` calls `helper(args...)`.
+macro_rules! cases {
+    ($helper:ident { $($name:ident => ($($arg:expr),*)),* $(,)? }) => {
+        $( #[test] fn $name() { $helper($($arg),*) } )*
+    };
+}
+
+/// The one stdout line holding all `words`, panicking (with the output) if there is not
+/// exactly one.
+fn only_line<'a>(out: &'a Output, words: &[&str]) -> &'a str {
+    let lines = out.stdout_lines_with(words);
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected exactly one stdout line with {words:?}\n{out}"
+    );
+    lines[0]
+}
+
+// ---------------------------------------------------------------------------------------------
+// counter
+
+fn counter(nodes: usize, fault: &str) {
+    let iters = COUNTER_ITERS.to_string();
+    let out = run_example(nodes, fault, "counter", &[&iters], Duration::from_secs(90));
+    out.assert_success();
+    let line = only_line(&out, &["counter="]);
+    let expected = nodes as u64 * COUNTER_ITERS;
+    assert_eq!(
+        word_value(line, "counter"),
+        Some(expected.to_string().as_str()),
+        "{out}"
+    );
+    assert_eq!(
+        word_value(line, "expected"),
+        Some(expected.to_string().as_str()),
+        "{out}"
+    );
+    assert!(
+        line.split_whitespace().any(|w| w == "OK"),
+        "no OK on the counter line\n{out}"
+    );
+}
+
+cases!(counter {
+    counter_1_node_uffd => (1, "uffd"),
+    counter_2_nodes_uffd => (2, "uffd"),
+    counter_3_nodes_uffd => (3, "uffd"),
+    counter_4_nodes_uffd => (4, "uffd"),
+    counter_1_node_segv => (1, "segv"),
+    counter_2_nodes_segv => (2, "segv"),
+    counter_3_nodes_segv => (3, "segv"),
+    counter_4_nodes_segv => (4, "segv"),
+});
+
+/// Without svmrun's environment `svm::init()` makes a one-node job.
+#[test]
+fn counter_runs_without_svmrun_as_one_node() {
+    let _serial = serial();
+    let out = Job::start_program(&example_path("counter"), &["50"], &[])
+        .wait(Duration::from_secs(60))
+        .unwrap_or_else(|t| panic!("{t}"));
+    out.assert_success();
+    assert!(out.stdout.contains("counter=50 expected=50 OK"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// jacobi
+
+/// The same relaxation as the example, written again here so that the test checks the
+/// example's arithmetic as well as the DSM: returns the row-major sum of the final grid.
+fn jacobi_reference_checksum(n: usize, iters: usize) -> f64 {
+    let mut old = vec![0.0f64; n * n];
+    old[..n].fill(1.0);
+    let mut new = old.clone();
+    for _ in 0..iters {
+        for r in 1..n - 1 {
+            for c in 0..n {
+                new[r * n + c] = if c == 0 || c == n - 1 {
+                    old[r * n + c]
+                } else {
+                    0.25 * (((old[(r - 1) * n + c] + old[(r + 1) * n + c]) + old[r * n + c - 1])
+                        + old[r * n + c + 1])
+                };
+            }
+        }
+        std::mem::swap(&mut old, &mut new);
+    }
+    old.iter().sum()
+}
+
+fn jacobi(nodes: usize, fault: &str, n: usize, iters: usize) {
+    let (ns, is) = (n.to_string(), iters.to_string());
+    let out = run_example(
+        nodes,
+        fault,
+        "jacobi",
+        &[&ns, &is, "--verify"],
+        Duration::from_secs(120),
+    );
+    out.assert_success();
+    let line = only_line(&out, &["checksum="]);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        words.last(),
+        Some(&"OK"),
+        "the checksum line must end with OK\n{out}"
+    );
+    let time_s: f64 = word_value(line, "time_s")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no time_s=<seconds> on the checksum line\n{out}"));
+    assert!(time_s >= 0.0, "{out}");
+    let checksum: f64 = word_value(line, "checksum")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no checksum=<number> on the checksum line\n{out}"));
+    let reference = jacobi_reference_checksum(n, iters);
+    assert_eq!(
+        checksum.to_bits(),
+        reference.to_bits(),
+        "checksum {checksum:e} differs from the reference {reference:e}\n{out}"
+    );
+}
+
+cases!(jacobi {
+    jacobi_1_node_uffd => (1, "uffd", 128, 10),
+    jacobi_2_nodes_uffd => (2, "uffd", 128, 10),
+    jacobi_3_nodes_uffd => (3, "uffd", 128, 10),
+    jacobi_4_nodes_uffd => (4, "uffd", 128, 10),
+    jacobi_1_node_segv => (1, "segv", 128, 10),
+    jacobi_2_nodes_segv => (2, "segv", 128, 10),
+    jacobi_3_nodes_segv => (3, "segv", 128, 10),
+    jacobi_4_nodes_segv => (4, "segv", 128, 10),
+    jacobi_512_4_nodes_uffd => (4, "uffd", 512, 20),
+    jacobi_512_3_nodes_segv => (3, "segv", 512, 20),
+});
+
+// ---------------------------------------------------------------------------------------------
+// litmus
+
+fn litmus(nodes: usize, fault: &str) {
+    let rounds = LITMUS_ROUNDS.to_string();
+    let out = run_example(nodes, fault, "litmus", &[&rounds], Duration::from_secs(120));
+    out.assert_success();
+    let line = only_line(&out, &["litmus", "mp="]);
+    assert_eq!(word_value(line, "mp"), Some("OK"), "{out}");
+    assert_eq!(word_value(line, "sb"), Some("OK"), "{out}");
+    assert_eq!(word_value(line, "rounds"), Some(rounds.as_str()), "{out}");
+    if nodes >= 4 {
+        assert_eq!(word_value(line, "iriw"), Some("OK"), "{out}");
+    } else {
+        assert_eq!(word_value(line, "iriw"), None, "{out}");
+    }
+}
+
+cases!(litmus {
+    litmus_2_nodes_uffd => (2, "uffd"),
+    litmus_4_nodes_uffd => (4, "uffd"),
+    litmus_2_nodes_segv => (2, "segv"),
+    litmus_4_nodes_segv => (4, "segv"),
+});
+
+#[test]
+fn litmus_with_one_node_says_so_and_succeeds() {
+    let out = run_example(1, "uffd", "litmus", &[], Duration::from_secs(60));
+    out.assert_success();
+    out.assert_stdout_contains("needs at least 2 nodes");
+    assert!(out.stdout_lines_with(&["mp="]).is_empty(), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// pagefault
+
+fn pagefault(nodes: usize, fault: &str) {
+    let out = run_example(nodes, fault, "pagefault", &["4"], Duration::from_secs(90));
+    out.assert_success();
+    let lines = out.stdout_lines_with(&["us_per_page="]);
+    // Every rank but 0 reads (rank 0 itself with one node).
+    assert_eq!(
+        lines.len(),
+        nodes.max(2) - 1,
+        "one us_per_page line per reading rank\n{out}"
+    );
+    for line in lines {
+        let us: f64 = word_value(line, "us_per_page")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("us_per_page is not a number\n{out}"));
+        assert!(us.is_finite() && us > 0.0, "{out}");
+        assert_eq!(word_value(line, "pages"), Some("1024"), "{out}");
+        assert_eq!(word_value(line, "mib"), Some("4"), "{out}");
+    }
+}
+
+cases!(pagefault {
+    pagefault_2_nodes_uffd => (2, "uffd"),
+    pagefault_2_nodes_segv => (2, "segv"),
+    pagefault_1_node_uffd => (1, "uffd"),
+});
+
+// ---------------------------------------------------------------------------------------------
+// bad arguments: a usage line and exit status 2, before any job is joined
+
+#[test]
+fn bad_arguments_give_usage_and_exit_2() {
+    let cases: &[(&str, &[&str])] = &[
+        ("counter", &[]),
+        ("counter", &["many"]),
+        ("counter", &["1", "2"]),
+        ("jacobi", &["abc"]),
+        ("jacobi", &["2"]),
+        ("jacobi", &["64", "10", "--frobnicate"]),
+        ("pagefault", &["0"]),
+        ("pagefault", &["-3"]),
+        ("litmus", &["0"]),
+        ("litmus", &["x"]),
+        ("sleeper", &["soon"]),
+    ];
+    for (example, args) in cases {
+        let exe = example_path(example);
+        let out = Job::start_program(Path::new(&exe), args, &[])
+            .wait(Duration::from_secs(30))
+            .unwrap_or_else(|t| panic!("{t}"));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{example} {args:?} must exit 2\n{out}"
+        );
+        assert!(
+            out.stderr.contains("usage: "),
+            "{example} {args:?}: no usage line\n{out}"
+        );
+    }
+}
