@@ -38,8 +38,9 @@ pub struct Config {
     pub space_size: usize,
     /// `SVM_PAGE_SIZE`: coherence unit, a multiple of the OS page (default 4096).
     pub page_size: usize,
-    /// `SVM_PREFETCH`: pages sent ahead on a sequential read-fault stream (default 0 = off).
-    pub prefetch: usize,
+    /// `SVM_SPIN`: non-blocking polls the engine thread makes after activity before it sleeps
+    /// (default 64; 0 = always sleep). Higher values cut latency when cores are free.
+    pub spin_polls: u32,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -145,13 +146,22 @@ impl Config {
         if space_size < page_size * 64 || space_size % page_size != 0 {
             return Err(invalid("SVM_SPACE_SIZE", &space_size.to_string(), "must be a page multiple of at least 64 pages"));
         }
-        let prefetch = match get("SVM_PREFETCH") {
-            None => 0,
-            Some(v) => v.trim().parse::<usize>().ok().filter(|p| *p <= 256).ok_or_else(|| {
-                invalid("SVM_PREFETCH", &v, "expected a page count from 0 to 256")
-            })?,
+        let spin_polls = match get("SVM_SPIN") {
+            None => 64,
+            Some(v) => v.trim().parse::<u32>().map_err(|_| invalid("SVM_SPIN", &v, "expected a count"))?,
         };
-        Ok(Config { protocol, fault, transport, timeout, stats, verbose, space_base, space_size, page_size, prefetch })
+        Ok(Config {
+            protocol,
+            fault,
+            transport,
+            timeout,
+            stats,
+            verbose,
+            space_base,
+            space_size,
+            page_size,
+            spin_polls,
+        })
     }
 }
 

@@ -715,7 +715,7 @@ impl Node {
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
             // follows within tens of microseconds), then sleep in epoll.
-            let timeout = if idle_polls < SPIN_POLLS { 0 } else { 100 };
+            let timeout = if idle_polls < self.cfg.spin_polls { 0 } else { 100 };
             if let Err(e) = poller.wait(&mut tokens, timeout) {
                 let st = self.lock_state();
                 self.fatal(Some(&st), &format!("engine poll failed: {e}"));
@@ -725,7 +725,7 @@ impl Node {
             }
             if tokens.is_empty() {
                 idle_polls = idle_polls.saturating_add(1);
-                if idle_polls < SPIN_POLLS {
+                if idle_polls < self.cfg.spin_polls {
                     std::thread::yield_now();
                 }
             } else {
@@ -817,6 +817,4 @@ impl Node {
     }
 }
 
-/// Non-blocking polls before the engine thread sleeps.
-const SPIN_POLLS: u32 = 64;
 

@@ -19,7 +19,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use svm_core::protocol::{Access, Action, Context, NodeId, PageId, Protocol, ProtocolStats, ProtoMsg};
+use svm_core::protocol::{
+    Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
+};
 
 /// A set of nodes (a growable bitset: one bit per node, any node count).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,7 +69,9 @@ impl NodeSet {
     /// Members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.words.iter().enumerate().flat_map(|(i, &word)| {
-            (0..64).filter(move |b| word & (1u64 << b) != 0).map(move |b| (i * 64 + b) as NodeId)
+            (0..64)
+                .filter(move |b| word & (1u64 << b) != 0)
+                .map(move |b| (i * 64 + b) as NodeId)
         })
     }
 }
@@ -90,7 +94,11 @@ struct NodePage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Busy {
     /// Waiting for `acks` invalidation acknowledgements before granting write access.
-    Invalidating { writer: NodeId, with_data: bool, acks: u32 },
+    Invalidating {
+        writer: NodeId,
+        with_data: bool,
+        acks: u32,
+    },
     /// A third node (the owner) grants `kind` to `requester`; waiting for the requester's `Done`.
     AwaitDone { requester: NodeId, kind: Access },
 }
@@ -139,7 +147,14 @@ impl ScSingleWriter {
     }
 
     /// Sends `msg` to `to`; a message to this node without data is queued locally.
-    fn send(&mut self, ctx: &dyn Context, to: NodeId, msg: ProtoMsg, attach: Option<PageId>, out: &mut Vec<Action>) {
+    fn send(
+        &mut self,
+        ctx: &dyn Context,
+        to: NodeId,
+        msg: ProtoMsg,
+        attach: Option<PageId>,
+        out: &mut Vec<Action>,
+    ) {
         if to == ctx.me() && attach.is_none() {
             self.local.push_back(msg);
         } else {
@@ -148,7 +163,13 @@ impl ScSingleWriter {
     }
 
     /// Sets this node's access to `page` (and remembers it).
-    fn set_access(&mut self, ctx: &dyn Context, page: PageId, access: Access, out: &mut Vec<Action>) {
+    fn set_access(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        access: Access,
+        out: &mut Vec<Action>,
+    ) {
         self.node_page(ctx, page).access = access;
         out.push(Action::SetAccess { page, access });
     }
@@ -172,9 +193,23 @@ impl ScSingleWriter {
                 if self.node_page(ctx, page).access == Access::Write {
                     self.set_access(ctx, page, Access::Read, out);
                 }
-                self.send(ctx, to, ProtoMsg::Grant { page, access: Access::Read, with_data: true }, Some(page), out);
+                self.send(
+                    ctx,
+                    to,
+                    ProtoMsg::Grant {
+                        page,
+                        access: Access::Read,
+                        with_data: true,
+                    },
+                    Some(page),
+                    out,
+                );
             }
-            ProtoMsg::FwdWrite { page, to, with_data } => self.give_up_ownership(ctx, page, to, with_data, out),
+            ProtoMsg::FwdWrite {
+                page,
+                to,
+                with_data,
+            } => self.give_up_ownership(ctx, page, to, with_data, out),
             ProtoMsg::Inval { page } => {
                 if self.node_page(ctx, page).access != Access::None {
                     self.stats.invalidations += 1;
@@ -182,13 +217,28 @@ impl ScSingleWriter {
                 self.set_access(ctx, page, Access::None, out);
                 self.send(ctx, from, ProtoMsg::InvalAck { page }, None, out);
             }
-            ProtoMsg::Grant { page, access, with_data } => self.install_grant(ctx, page, access, with_data, from, out),
+            ProtoMsg::Grant {
+                page,
+                access,
+                with_data,
+            } => self.install_grant(ctx, page, access, with_data, from, out),
         }
     }
 
     /// This node (the owner) hands ownership and, if `with_data`, the contents to `to`.
-    fn give_up_ownership(&mut self, ctx: &dyn Context, page: PageId, to: NodeId, with_data: bool, out: &mut Vec<Action>) {
-        let grant = ProtoMsg::Grant { page, access: Access::Write, with_data };
+    fn give_up_ownership(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        to: NodeId,
+        with_data: bool,
+        out: &mut Vec<Action>,
+    ) {
+        let grant = ProtoMsg::Grant {
+            page,
+            access: Access::Write,
+            with_data,
+        };
         if with_data {
             // Stop local writes first, read the contents into the grant, then drop the copy.
             if self.node_page(ctx, page).access == Access::Write {
@@ -241,7 +291,14 @@ impl ScSingleWriter {
 
     // ---------------- manager ----------------
 
-    fn mgr_request(&mut self, ctx: &dyn Context, page: PageId, from: NodeId, kind: Access, out: &mut Vec<Action>) {
+    fn mgr_request(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        from: NodeId,
+        kind: Access,
+        out: &mut Vec<Action>,
+    ) {
         self.managed_page(ctx, page).queue.push_back((from, kind));
         self.mgr_advance(ctx, page, out);
     }
@@ -257,7 +314,9 @@ impl ScSingleWriter {
             if m.busy.is_some() {
                 return;
             }
-            let Some((req, kind)) = m.queue.pop_front() else { return };
+            let Some((req, kind)) = m.queue.pop_front() else {
+                return;
+            };
             match kind {
                 Access::Write => self.mgr_start_write(ctx, page, req, out),
                 _ => self.mgr_start_read(ctx, page, req, out),
@@ -265,10 +324,20 @@ impl ScSingleWriter {
         }
     }
 
-    fn mgr_start_read(&mut self, ctx: &dyn Context, page: PageId, reader: NodeId, out: &mut Vec<Action>) {
+    fn mgr_start_read(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        reader: NodeId,
+        out: &mut Vec<Action>,
+    ) {
         let me = ctx.me();
         let owner = self.managed_page(ctx, page).owner;
-        let grant_read = |with_data| ProtoMsg::Grant { page, access: Access::Read, with_data };
+        let grant_read = |with_data| ProtoMsg::Grant {
+            page,
+            access: Access::Read,
+            with_data,
+        };
         if reader == owner {
             // The owner itself (the home before its first access): its contents are valid.
             self.send(ctx, reader, grant_read(false), None, out);
@@ -279,22 +348,45 @@ impl ScSingleWriter {
             self.send(ctx, reader, grant_read(true), Some(page), out);
             self.managed_page(ctx, page).copyset.insert(reader);
         } else {
-            self.managed_page(ctx, page).busy = Some(Busy::AwaitDone { requester: reader, kind: Access::Read });
-            self.send(ctx, owner, ProtoMsg::FwdRead { page, to: reader }, None, out);
+            self.managed_page(ctx, page).busy = Some(Busy::AwaitDone {
+                requester: reader,
+                kind: Access::Read,
+            });
+            self.send(
+                ctx,
+                owner,
+                ProtoMsg::FwdRead { page, to: reader },
+                None,
+                out,
+            );
         }
     }
 
-    fn mgr_start_write(&mut self, ctx: &dyn Context, page: PageId, writer: NodeId, out: &mut Vec<Action>) {
+    fn mgr_start_write(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        writer: NodeId,
+        out: &mut Vec<Action>,
+    ) {
         let m = self.managed_page(ctx, page);
         let owner = m.owner;
         let with_data = !(m.copyset.contains(writer) || owner == writer);
-        let targets: Vec<NodeId> = m.copyset.iter().filter(|&n| n != writer && n != owner).collect();
+        let targets: Vec<NodeId> = m
+            .copyset
+            .iter()
+            .filter(|&n| n != writer && n != owner)
+            .collect();
         for &t in &targets {
             m.copyset.remove(t);
         }
         let acks = targets.len() as u32;
         if acks > 0 {
-            m.busy = Some(Busy::Invalidating { writer, with_data, acks });
+            m.busy = Some(Busy::Invalidating {
+                writer,
+                with_data,
+                acks,
+            });
         }
         for t in targets {
             self.send(ctx, t, ProtoMsg::Inval { page }, None, out);
@@ -305,32 +397,71 @@ impl ScSingleWriter {
     }
 
     /// Every other copy is gone: move ownership (and the contents) to `writer`.
-    fn mgr_finish_write(&mut self, ctx: &dyn Context, page: PageId, writer: NodeId, with_data: bool, out: &mut Vec<Action>) {
+    fn mgr_finish_write(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        writer: NodeId,
+        with_data: bool,
+        out: &mut Vec<Action>,
+    ) {
         let me = ctx.me();
         let m = self.managed_page(ctx, page);
         let owner = m.owner;
         if owner == writer {
             m.copyset.clear();
             m.busy = None;
-            self.send(ctx, writer, ProtoMsg::Grant { page, access: Access::Write, with_data: false }, None, out);
+            self.send(
+                ctx,
+                writer,
+                ProtoMsg::Grant {
+                    page,
+                    access: Access::Write,
+                    with_data: false,
+                },
+                None,
+                out,
+            );
         } else if owner == me {
             m.owner = writer;
             m.copyset.clear();
             m.busy = None;
             self.give_up_ownership(ctx, page, writer, with_data, out);
         } else {
-            m.busy = Some(Busy::AwaitDone { requester: writer, kind: Access::Write });
-            self.send(ctx, owner, ProtoMsg::FwdWrite { page, to: writer, with_data }, None, out);
+            m.busy = Some(Busy::AwaitDone {
+                requester: writer,
+                kind: Access::Write,
+            });
+            self.send(
+                ctx,
+                owner,
+                ProtoMsg::FwdWrite {
+                    page,
+                    to: writer,
+                    with_data,
+                },
+                None,
+                out,
+            );
         }
     }
 
     fn mgr_inval_ack(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
         let m = self.managed_page(ctx, page);
-        let Some(Busy::Invalidating { writer, with_data, acks }) = m.busy else {
+        let Some(Busy::Invalidating {
+            writer,
+            with_data,
+            acks,
+        }) = m.busy
+        else {
             return; // stray acknowledgement: nothing waits for it
         };
         if acks > 1 {
-            m.busy = Some(Busy::Invalidating { writer, with_data, acks: acks - 1 });
+            m.busy = Some(Busy::Invalidating {
+                writer,
+                with_data,
+                acks: acks - 1,
+            });
             return;
         }
         m.busy = None;
@@ -378,21 +509,41 @@ impl Protocol for ScSingleWriter {
             }
             None => np.outstanding = Some(access),
         }
-        let msg = if access == Access::Write { ProtoMsg::WriteReq { page } } else { ProtoMsg::ReadReq { page } };
+        let msg = if access == Access::Write {
+            ProtoMsg::WriteReq { page }
+        } else {
+            ProtoMsg::ReadReq { page }
+        };
         self.send(ctx, ctx.home(page), msg, None, out);
         self.drain_local(ctx, out);
     }
 
-    fn on_message(&mut self, ctx: &dyn Context, from: NodeId, msg: &ProtoMsg, _data_len: usize, out: &mut Vec<Action>) {
+    fn on_message(
+        &mut self,
+        ctx: &dyn Context,
+        from: NodeId,
+        msg: &ProtoMsg,
+        _data_len: usize,
+        out: &mut Vec<Action>,
+    ) {
         self.handle(ctx, from, msg, out);
         self.drain_local(ctx, out);
     }
 
     fn on_release(&mut self, _ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
-        out.push(Action::ReleaseDone { token, notices: Vec::new() });
+        out.push(Action::ReleaseDone {
+            token,
+            notices: Vec::new(),
+        });
     }
 
-    fn on_acquire(&mut self, _ctx: &dyn Context, token: u64, _notices: &[PageId], out: &mut Vec<Action>) {
+    fn on_acquire(
+        &mut self,
+        _ctx: &dyn Context,
+        token: u64,
+        _notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
         out.push(Action::AcquireDone { token });
     }
 
@@ -428,16 +579,32 @@ mod tests {
     use svm_core::protocol::StaticContext;
 
     fn ctx(me: NodeId, nodes: NodeId, home: NodeId) -> StaticContext<impl Fn(PageId) -> NodeId> {
-        StaticContext { me, nodes, homes: move |_| home }
+        StaticContext {
+            me,
+            nodes,
+            homes: move |_| home,
+        }
     }
 
-    fn fault(p: &mut ScSingleWriter, me: NodeId, home: NodeId, page: PageId, a: Access) -> Vec<Action> {
+    fn fault(
+        p: &mut ScSingleWriter,
+        me: NodeId,
+        home: NodeId,
+        page: PageId,
+        a: Access,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         p.on_fault(&ctx(me, 4, home), page, a, &mut out);
         out
     }
 
-    fn msg(p: &mut ScSingleWriter, me: NodeId, home: NodeId, from: NodeId, m: ProtoMsg) -> Vec<Action> {
+    fn msg(
+        p: &mut ScSingleWriter,
+        me: NodeId,
+        home: NodeId,
+        from: NodeId,
+        m: ProtoMsg,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         p.on_message(&ctx(me, 4, home), from, &m, 0, &mut out);
         out
@@ -448,7 +615,11 @@ mod tests {
     }
 
     fn grant(page: PageId, access: Access, with_data: bool) -> ProtoMsg {
-        ProtoMsg::Grant { page, access, with_data }
+        ProtoMsg::Grant {
+            page,
+            access,
+            with_data,
+        }
     }
 
     const P: PageId = 7;
@@ -474,8 +645,20 @@ mod tests {
     fn home_local_faults_need_no_messages() {
         let mut h = ScSingleWriter::new();
         assert_eq!(h.name(), "sc-sw");
-        assert_eq!(fault(&mut h, 0, 0, P, Access::Read), vec![Action::SetAccess { page: P, access: Access::Read }]);
-        assert_eq!(fault(&mut h, 0, 0, P, Access::Write), vec![Action::SetAccess { page: P, access: Access::Write }]);
+        assert_eq!(
+            fault(&mut h, 0, 0, P, Access::Read),
+            vec![Action::SetAccess {
+                page: P,
+                access: Access::Read
+            }]
+        );
+        assert_eq!(
+            fault(&mut h, 0, 0, P, Access::Write),
+            vec![Action::SetAccess {
+                page: P,
+                access: Access::Write
+            }]
+        );
         // Already granted: nothing.
         assert!(fault(&mut h, 0, 0, P, Access::Write).is_empty());
         assert_eq!(h.stats(), ProtocolStats::default());
@@ -487,14 +670,20 @@ mod tests {
         let mut h = ScSingleWriter::new();
         fault(&mut h, 0, 0, P, Access::Write);
         let mut r = ScSingleWriter::new();
-        assert_eq!(fault(&mut r, 1, 0, P, Access::Read), vec![send(0, ProtoMsg::ReadReq { page: P }, None)]);
+        assert_eq!(
+            fault(&mut r, 1, 0, P, Access::Read),
+            vec![send(0, ProtoMsg::ReadReq { page: P }, None)]
+        );
         // Coalesced: a second read fault sends nothing.
         assert!(fault(&mut r, 1, 0, P, Access::Read).is_empty());
         let out = msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
         assert_eq!(
             out,
             vec![
-                Action::SetAccess { page: P, access: Access::Read },
+                Action::SetAccess {
+                    page: P,
+                    access: Access::Read
+                },
                 send(1, grant(P, Access::Read, true), Some(P)),
             ]
         );
@@ -502,7 +691,13 @@ mod tests {
         assert!(h.describe(P).contains("busy None"));
         // Grant from the manager: no Done.
         let out = msg(&mut r, 1, 0, 0, grant(P, Access::Read, true));
-        assert_eq!(out, vec![Action::InstallIncoming { page: P, access: Access::Read }]);
+        assert_eq!(
+            out,
+            vec![Action::InstallIncoming {
+                page: P,
+                access: Access::Read
+            }]
+        );
         assert!(r.describe(P).contains("access Read"));
     }
 
@@ -515,32 +710,62 @@ mod tests {
         fault(&mut o, 2, 0, P, Access::Write);
         let out = msg(&mut h, 0, 0, 2, ProtoMsg::WriteReq { page: P });
         // The home never touched the page: nothing to lower before attaching.
-        assert_eq!(out, vec![send(2, grant(P, Access::Write, true), Some(P)), Action::SetAccess { page: P, access: Access::None }]);
+        assert_eq!(
+            out,
+            vec![
+                send(2, grant(P, Access::Write, true), Some(P)),
+                Action::SetAccess {
+                    page: P,
+                    access: Access::None
+                }
+            ]
+        );
         assert_eq!(
             msg(&mut o, 2, 0, 0, grant(P, Access::Write, true)),
-            vec![Action::InstallIncoming { page: P, access: Access::Write }]
+            vec![Action::InstallIncoming {
+                page: P,
+                access: Access::Write
+            }]
         );
         assert_eq!(o.stats().ownership_received, 1);
 
         fault(&mut r, 1, 0, P, Access::Read);
         let out = msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
-        assert_eq!(out, vec![send(2, ProtoMsg::FwdRead { page: P, to: 1 }, None)]);
+        assert_eq!(
+            out,
+            vec![send(2, ProtoMsg::FwdRead { page: P, to: 1 }, None)]
+        );
         // While busy, another request queues.
         assert!(msg(&mut h, 0, 0, 3, ProtoMsg::ReadReq { page: P }).is_empty());
         assert!(h.describe(P).contains("queued 1"), "{}", h.describe(P));
         let out = msg(&mut o, 2, 0, 0, ProtoMsg::FwdRead { page: P, to: 1 });
         assert_eq!(
             out,
-            vec![Action::SetAccess { page: P, access: Access::Read }, send(1, grant(P, Access::Read, true), Some(P))]
+            vec![
+                Action::SetAccess {
+                    page: P,
+                    access: Access::Read
+                },
+                send(1, grant(P, Access::Read, true), Some(P))
+            ]
         );
         let out = msg(&mut r, 1, 0, 2, grant(P, Access::Read, true));
         assert_eq!(
             out,
-            vec![Action::InstallIncoming { page: P, access: Access::Read }, send(0, ProtoMsg::Done { page: P }, None)]
+            vec![
+                Action::InstallIncoming {
+                    page: P,
+                    access: Access::Read
+                },
+                send(0, ProtoMsg::Done { page: P }, None)
+            ]
         );
         // Done completes the read and starts the queued one.
         let out = msg(&mut h, 0, 0, 1, ProtoMsg::Done { page: P });
-        assert_eq!(out, vec![send(2, ProtoMsg::FwdRead { page: P, to: 3 }, None)]);
+        assert_eq!(
+            out,
+            vec![send(2, ProtoMsg::FwdRead { page: P, to: 3 }, None)]
+        );
         assert!(h.describe(P).contains("copyset [1]"), "{}", h.describe(P));
     }
 
@@ -551,7 +776,13 @@ mod tests {
         msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
         msg(&mut h, 0, 0, 2, ProtoMsg::ReadReq { page: P });
         let out = msg(&mut h, 0, 0, 3, ProtoMsg::WriteReq { page: P });
-        assert_eq!(out, vec![send(1, ProtoMsg::Inval { page: P }, None), send(2, ProtoMsg::Inval { page: P }, None)]);
+        assert_eq!(
+            out,
+            vec![
+                send(1, ProtoMsg::Inval { page: P }, None),
+                send(2, ProtoMsg::Inval { page: P }, None)
+            ]
+        );
         assert!(msg(&mut h, 0, 0, 1, ProtoMsg::InvalAck { page: P }).is_empty());
         // A request arriving meanwhile waits.
         assert!(msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P }).is_empty());
@@ -560,7 +791,10 @@ mod tests {
             out,
             vec![
                 send(3, grant(P, Access::Write, true), Some(P)),
-                Action::SetAccess { page: P, access: Access::None },
+                Action::SetAccess {
+                    page: P,
+                    access: Access::None
+                },
                 // The queued read now goes to the new owner.
                 send(3, ProtoMsg::FwdRead { page: P, to: 1 }, None),
             ]
@@ -570,7 +804,16 @@ mod tests {
         fault(&mut r, 1, 0, P, Access::Read);
         msg(&mut r, 1, 0, 0, grant(P, Access::Read, true));
         let out = msg(&mut r, 1, 0, 0, ProtoMsg::Inval { page: P });
-        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::None }, send(0, ProtoMsg::InvalAck { page: P }, None)]);
+        assert_eq!(
+            out,
+            vec![
+                Action::SetAccess {
+                    page: P,
+                    access: Access::None
+                },
+                send(0, ProtoMsg::InvalAck { page: P }, None)
+            ]
+        );
         assert_eq!(r.stats().invalidations, 1);
     }
 
@@ -582,29 +825,80 @@ mod tests {
         msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: P });
         msg(&mut h, 0, 0, 1, ProtoMsg::Done { page: P });
         let out = msg(&mut h, 0, 0, 1, ProtoMsg::WriteReq { page: P });
-        assert_eq!(out, vec![send(2, ProtoMsg::FwdWrite { page: P, to: 1, with_data: false }, None)]);
+        assert_eq!(
+            out,
+            vec![send(
+                2,
+                ProtoMsg::FwdWrite {
+                    page: P,
+                    to: 1,
+                    with_data: false
+                },
+                None
+            )]
+        );
         let mut o = ScSingleWriter::new();
         fault(&mut o, 2, 0, P, Access::Write);
         msg(&mut o, 2, 0, 0, grant(P, Access::Write, true));
-        let out = msg(&mut o, 2, 0, 0, ProtoMsg::FwdWrite { page: P, to: 1, with_data: false });
-        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::None }, send(1, grant(P, Access::Write, false), None)]);
+        let out = msg(
+            &mut o,
+            2,
+            0,
+            0,
+            ProtoMsg::FwdWrite {
+                page: P,
+                to: 1,
+                with_data: false,
+            },
+        );
+        assert_eq!(
+            out,
+            vec![
+                Action::SetAccess {
+                    page: P,
+                    access: Access::None
+                },
+                send(1, grant(P, Access::Write, false), None)
+            ]
+        );
         assert!(o.describe(P).contains("owner here: false"));
         // With data: lower, attach, drop.
         let mut o2 = ScSingleWriter::new();
         fault(&mut o2, 2, 0, P, Access::Write);
         msg(&mut o2, 2, 0, 0, grant(P, Access::Write, true));
-        let out = msg(&mut o2, 2, 0, 0, ProtoMsg::FwdWrite { page: P, to: 3, with_data: true });
+        let out = msg(
+            &mut o2,
+            2,
+            0,
+            0,
+            ProtoMsg::FwdWrite {
+                page: P,
+                to: 3,
+                with_data: true,
+            },
+        );
         assert_eq!(
             out,
             vec![
-                Action::SetAccess { page: P, access: Access::Read },
+                Action::SetAccess {
+                    page: P,
+                    access: Access::Read
+                },
                 send(3, grant(P, Access::Write, true), Some(P)),
-                Action::SetAccess { page: P, access: Access::None },
+                Action::SetAccess {
+                    page: P,
+                    access: Access::None
+                },
             ]
         );
         // Done moves ownership at the manager.
         msg(&mut h, 0, 0, 1, ProtoMsg::Done { page: P });
-        assert!(h.describe(P).contains("owner node 1, copyset [], busy None"), "{}", h.describe(P));
+        assert!(
+            h.describe(P)
+                .contains("owner node 1, copyset [], busy None"),
+            "{}",
+            h.describe(P)
+        );
     }
 
     #[test]
@@ -614,16 +908,38 @@ mod tests {
         msg(&mut h, 0, 0, 1, ProtoMsg::WriteReq { page: P });
         // Home's own read goes to the owner.
         let out = fault(&mut h, 0, 0, P, Access::Read);
-        assert_eq!(out, vec![send(1, ProtoMsg::FwdRead { page: P, to: 0 }, None)]);
+        assert_eq!(
+            out,
+            vec![send(1, ProtoMsg::FwdRead { page: P, to: 0 }, None)]
+        );
         // The grant from the owner completes the operation locally (Done to self).
         let out = msg(&mut h, 0, 0, 1, grant(P, Access::Read, true));
-        assert_eq!(out, vec![Action::InstallIncoming { page: P, access: Access::Read }]);
+        assert_eq!(
+            out,
+            vec![Action::InstallIncoming {
+                page: P,
+                access: Access::Read
+            }]
+        );
         msg(&mut h, 0, 0, 2, ProtoMsg::ReadReq { page: P });
         msg(&mut h, 0, 0, 2, ProtoMsg::Done { page: P });
-        assert!(h.describe(P).contains("copyset [0, 2]"), "{}", h.describe(P));
+        assert!(
+            h.describe(P).contains("copyset [0, 2]"),
+            "{}",
+            h.describe(P)
+        );
         // Owner upgrade: home invalidates itself in place, node 2 by message.
         let out = msg(&mut h, 0, 0, 1, ProtoMsg::WriteReq { page: P });
-        assert_eq!(out, vec![send(2, ProtoMsg::Inval { page: P }, None), Action::SetAccess { page: P, access: Access::None }]);
+        assert_eq!(
+            out,
+            vec![
+                send(2, ProtoMsg::Inval { page: P }, None),
+                Action::SetAccess {
+                    page: P,
+                    access: Access::None
+                }
+            ]
+        );
         assert_eq!(h.stats().invalidations, 1);
         let out = msg(&mut h, 0, 0, 2, ProtoMsg::InvalAck { page: P });
         assert_eq!(out, vec![send(1, grant(P, Access::Write, false), None)]);
@@ -632,10 +948,25 @@ mod tests {
         fault(&mut o, 1, 0, P, Access::Write);
         msg(&mut o, 1, 0, 0, grant(P, Access::Write, true));
         let out = msg(&mut o, 1, 0, 0, ProtoMsg::FwdRead { page: P, to: 2 });
-        assert_eq!(out[0], Action::SetAccess { page: P, access: Access::Read });
-        assert_eq!(fault(&mut o, 1, 0, P, Access::Write), vec![send(0, ProtoMsg::WriteReq { page: P }, None)]);
+        assert_eq!(
+            out[0],
+            Action::SetAccess {
+                page: P,
+                access: Access::Read
+            }
+        );
+        assert_eq!(
+            fault(&mut o, 1, 0, P, Access::Write),
+            vec![send(0, ProtoMsg::WriteReq { page: P }, None)]
+        );
         let out = msg(&mut o, 1, 0, 0, grant(P, Access::Write, false));
-        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::Write }]);
+        assert_eq!(
+            out,
+            vec![Action::SetAccess {
+                page: P,
+                access: Access::Write
+            }]
+        );
         assert_eq!(o.stats().ownership_received, 1);
     }
 
@@ -647,13 +978,22 @@ mod tests {
         let out = fault(&mut h, 0, 0, P, Access::Write);
         assert_eq!(out, vec![send(1, ProtoMsg::Inval { page: P }, None)]);
         let out = msg(&mut h, 0, 0, 1, ProtoMsg::InvalAck { page: P });
-        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::Write }]);
+        assert_eq!(
+            out,
+            vec![Action::SetAccess {
+                page: P,
+                access: Access::Write
+            }]
+        );
     }
 
     #[test]
     fn read_then_write_fault_coalesces_into_upgrade() {
         let mut r = ScSingleWriter::new();
-        assert_eq!(fault(&mut r, 1, 0, P, Access::Read), vec![send(0, ProtoMsg::ReadReq { page: P }, None)]);
+        assert_eq!(
+            fault(&mut r, 1, 0, P, Access::Read),
+            vec![send(0, ProtoMsg::ReadReq { page: P }, None)]
+        );
         // Write wanted while the read is outstanding: remembered, nothing sent.
         assert!(fault(&mut r, 1, 0, P, Access::Write).is_empty());
         assert!(fault(&mut r, 1, 0, P, Access::Write).is_empty());
@@ -662,7 +1002,10 @@ mod tests {
         assert_eq!(
             out,
             vec![
-                Action::InstallIncoming { page: P, access: Access::Read },
+                Action::InstallIncoming {
+                    page: P,
+                    access: Access::Read
+                },
                 send(0, ProtoMsg::Done { page: P }, None),
                 send(0, ProtoMsg::WriteReq { page: P }, None),
             ]
@@ -671,7 +1014,13 @@ mod tests {
         assert!(fault(&mut r, 1, 0, P, Access::Read).is_empty());
         assert!(fault(&mut r, 1, 0, P, Access::Write).is_empty());
         let out = msg(&mut r, 1, 0, 0, grant(P, Access::Write, false));
-        assert_eq!(out, vec![Action::SetAccess { page: P, access: Access::Write }]);
+        assert_eq!(
+            out,
+            vec![Action::SetAccess {
+                page: P,
+                access: Access::Write
+            }]
+        );
     }
 
     #[test]
@@ -681,6 +1030,15 @@ mod tests {
         let mut out = Vec::new();
         p.on_release(&c, 5, &mut out);
         p.on_acquire(&c, 6, &[1, 2], &mut out);
-        assert_eq!(out, vec![Action::ReleaseDone { token: 5, notices: vec![] }, Action::AcquireDone { token: 6 }]);
+        assert_eq!(
+            out,
+            vec![
+                Action::ReleaseDone {
+                    token: 5,
+                    notices: vec![]
+                },
+                Action::AcquireDone { token: 6 }
+            ]
+        );
     }
 }

@@ -32,7 +32,9 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use svm_comm::wire::SyncMsg;
-use svm_core::protocol::{Access, Action, Context, NodeId, PageId, Protocol, ProtocolStats, ProtoMsg};
+use svm_core::protocol::{
+    Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
+};
 use svm_core::sync::{SyncEvent, SyncState};
 
 /// Maps a page to its home node.
@@ -135,7 +137,11 @@ pub enum Op {
     /// Wait until `count` threads in total arrived at barrier `id`.
     Barrier { id: u64, count: u32 },
     /// Re-load `addr` until it equals `value`; more than `max_loads` loads is an error.
-    SpinUntilEq { addr: u64, value: u64, max_loads: u32 },
+    SpinUntilEq {
+        addr: u64,
+        value: u64,
+        max_loads: u32,
+    },
 }
 
 /// Why a run failed.
@@ -187,7 +193,10 @@ pub struct RunStats {
 enum ThreadState {
     Runnable,
     /// Waiting for `need` access to `page`.
-    Fault { page: PageId, need: Access },
+    Fault {
+        page: PageId,
+        need: Access,
+    },
     /// Waiting for the lock to be granted.
     Lock(u64),
     /// Waiting for the protocol's `ReleaseDone`.
@@ -212,30 +221,67 @@ struct Thread {
 /// What a protocol token stands for.
 #[derive(Debug)]
 enum Pending {
-    Unlock { tid: ThreadId, lock: u64 },
-    Arrive { tid: ThreadId, barrier: u64, count: u32 },
-    Acquire { tids: Vec<ThreadId> },
+    Unlock {
+        tid: ThreadId,
+        lock: u64,
+    },
+    Arrive {
+        tid: ThreadId,
+        barrier: u64,
+        count: u32,
+    },
+    Acquire {
+        tids: Vec<ThreadId>,
+    },
 }
 
 enum Payload {
-    Proto { msg: ProtoMsg, data: Option<Vec<u8>> },
+    Proto {
+        msg: ProtoMsg,
+        data: Option<Vec<u8>>,
+    },
     Sync(SyncMsg),
 }
 
 enum TraceEv {
-    Proto { from: NodeId, to: NodeId, msg: ProtoMsg, data: bool },
-    Sync { from: NodeId, to: NodeId, msg: SyncMsg },
-    Thread { tid: ThreadId, node: NodeId, pc: usize, op: Op },
+    Proto {
+        from: NodeId,
+        to: NodeId,
+        msg: ProtoMsg,
+        data: bool,
+    },
+    Sync {
+        from: NodeId,
+        to: NodeId,
+        msg: SyncMsg,
+    },
+    Thread {
+        tid: ThreadId,
+        node: NodeId,
+        pc: usize,
+        op: Op,
+    },
 }
 
 impl fmt::Display for TraceEv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TraceEv::Proto { from, to, msg, data } => {
-                write!(f, "deliver {from} -> {to}: {msg:?}{}", if *data { " + page" } else { "" })
+            TraceEv::Proto {
+                from,
+                to,
+                msg,
+                data,
+            } => {
+                write!(
+                    f,
+                    "deliver {from} -> {to}: {msg:?}{}",
+                    if *data { " + page" } else { "" }
+                )
             }
             TraceEv::Sync { from, to, msg } => write!(f, "deliver {from} -> {to}: {msg:?}"),
-            TraceEv::Thread { tid, node, pc, op } => write!(f, "thread {tid} (node {node}) pc {pc}: {op:?}"),
+            TraceEv::Thread { tid, node, pc, op } => {
+                write!(f, "thread {tid} (node {node}) pc {pc}: {op:?}")
+            }
         }
     }
 }
@@ -305,11 +351,18 @@ pub struct Cluster {
 impl Cluster {
     /// Builds a cluster; `factory(node)` makes each node's protocol instance.
     pub fn new(cfg: SimConfig, factory: impl Fn(NodeId) -> Box<dyn Protocol>) -> Self {
-        assert!(cfg.page_size >= 8 && cfg.page_size % 8 == 0, "page size must be a positive multiple of 8");
+        assert!(
+            cfg.page_size >= 8 && cfg.page_size & 7 == 0,
+            "page size must be a positive multiple of 8"
+        );
         let n = cfg.nodes as usize;
         let nodes = (0..cfg.nodes)
             .map(|me| SimNode {
-                ctx: SimCtx { me, nodes: cfg.nodes, home: cfg.home.clone() },
+                ctx: SimCtx {
+                    me,
+                    nodes: cfg.nodes,
+                    home: cfg.home.clone(),
+                },
                 proto: factory(me),
                 sync: SyncState::new(me, cfg.nodes),
                 mem: HashMap::new(),
@@ -345,8 +398,20 @@ impl Cluster {
     /// Adds a thread running `prog` on `node`; threads start when [`Cluster::run`] is called.
     pub fn spawn(&mut self, node: NodeId, prog: Vec<Op>) -> ThreadId {
         assert!((node as usize) < self.n, "node {node} out of range");
-        let state = if prog.is_empty() { ThreadState::Finished } else { ThreadState::Runnable };
-        self.threads.push(Thread { node, prog, pc: 0, regs: Vec::new(), log: Vec::new(), spins: 0, state });
+        let state = if prog.is_empty() {
+            ThreadState::Finished
+        } else {
+            ThreadState::Runnable
+        };
+        self.threads.push(Thread {
+            node,
+            prog,
+            pc: 0,
+            regs: Vec::new(),
+            log: Vec::new(),
+            spins: 0,
+            state,
+        });
         self.threads.len() - 1
     }
 
@@ -354,7 +419,10 @@ impl Cluster {
     pub fn run(&mut self) -> Result<RunStats, SimError> {
         match self.run_inner() {
             Ok(()) => Ok(self.stats),
-            Err(kind) => Err(SimError { dump: self.dump(&kind), kind }),
+            Err(kind) => Err(SimError {
+                dump: self.dump(&kind),
+                kind,
+            }),
         }
     }
 
@@ -381,7 +449,11 @@ impl Cluster {
 
     /// `node`'s current access to `page`.
     pub fn access(&self, node: NodeId, page: PageId) -> Access {
-        self.nodes[node as usize].access.get(&page).copied().unwrap_or(Access::None)
+        self.nodes[node as usize]
+            .access
+            .get(&page)
+            .copied()
+            .unwrap_or(Access::None)
     }
 
     pub fn protocol(&self, node: NodeId) -> &dyn Protocol {
@@ -400,7 +472,12 @@ impl Cluster {
     pub fn describe(&self, page: PageId) -> String {
         let mut s = format!("page {page} (home node {}):\n", (self.cfg.home)(page));
         for (i, nd) in self.nodes.iter().enumerate() {
-            let _ = writeln!(s, "  node {i}: access {:?}; {}", self.access(i as NodeId, page), nd.proto.describe(page));
+            let _ = writeln!(
+                s,
+                "  node {i}: access {:?}; {}",
+                self.access(i as NodeId, page),
+                nd.proto.describe(page)
+            );
         }
         s
     }
@@ -424,7 +501,11 @@ impl Cluster {
                 }
             }
             if self.choices.is_empty() {
-                return if unfinished { Err(SimErrorKind::Deadlock) } else { Ok(()) };
+                return if unfinished {
+                    Err(SimErrorKind::Deadlock)
+                } else {
+                    Ok(())
+                };
             }
             if self.stats.steps >= self.cfg.max_steps {
                 return Err(SimErrorKind::StepLimit(self.stats.steps));
@@ -454,17 +535,34 @@ impl Cluster {
 
     fn deliver(&mut self, c: usize) -> SimResult {
         let (from, to) = ((c / self.n) as NodeId, (c % self.n) as NodeId);
-        let payload = self.chans[c].pop_front().expect("chosen channel is non-empty");
+        let payload = self.chans[c]
+            .pop_front()
+            .expect("chosen channel is non-empty");
         match payload {
             Payload::Proto { msg, data } => {
-                self.record(TraceEv::Proto { from, to, msg: msg.clone(), data: data.is_some() });
+                self.record(TraceEv::Proto {
+                    from,
+                    to,
+                    msg: msg.clone(),
+                    data: data.is_some(),
+                });
                 let mut out = Vec::new();
                 let nd = &mut self.nodes[to as usize];
-                nd.proto.on_message(&nd.ctx, from, &msg, data.as_ref().map_or(0, Vec::len), &mut out);
+                nd.proto.on_message(
+                    &nd.ctx,
+                    from,
+                    &msg,
+                    data.as_ref().map_or(0, Vec::len),
+                    &mut out,
+                );
                 self.exec(to, out, data.as_deref())
             }
             Payload::Sync(msg) => {
-                self.record(TraceEv::Sync { from, to, msg: msg.clone() });
+                self.record(TraceEv::Sync {
+                    from,
+                    to,
+                    msg: msg.clone(),
+                });
                 let mut ev = Vec::new();
                 self.nodes[to as usize].sync.on_message(from, &msg, &mut ev);
                 self.sync_events(to, ev)
@@ -502,7 +600,11 @@ impl Cluster {
                 set_reg(&mut t.regs, reg, v);
                 self.advance(tid);
             }
-            Op::SpinUntilEq { addr, value, max_loads } => {
+            Op::SpinUntilEq {
+                addr,
+                value,
+                max_loads,
+            } => {
                 if let Some(v) = self.access_word(tid, addr, None)? {
                     let t = &mut self.threads[tid];
                     if v == value {
@@ -520,11 +622,20 @@ impl Cluster {
                 let try_only = matches!(op, Op::TryLock { .. });
                 self.threads[tid].state = ThreadState::Lock(lock);
                 let mut ev = Vec::new();
-                self.nodes[node as usize].sync.lock_acquire(lock, tid as u64, try_only, &mut ev);
+                self.nodes[node as usize]
+                    .sync
+                    .lock_acquire(lock, tid as u64, try_only, &mut ev);
                 self.sync_events(node, ev)?;
             }
             Op::Unlock(lock) => self.start_release(tid, Pending::Unlock { tid, lock })?,
-            Op::Barrier { id, count } => self.start_release(tid, Pending::Arrive { tid, barrier: id, count })?,
+            Op::Barrier { id, count } => self.start_release(
+                tid,
+                Pending::Arrive {
+                    tid,
+                    barrier: id,
+                    count,
+                },
+            )?,
         }
         Ok(())
     }
@@ -532,7 +643,11 @@ impl Cluster {
     fn advance(&mut self, tid: ThreadId) {
         let t = &mut self.threads[tid];
         t.pc += 1;
-        t.state = if t.pc >= t.prog.len() { ThreadState::Finished } else { ThreadState::Runnable };
+        t.state = if t.pc >= t.prog.len() {
+            ThreadState::Finished
+        } else {
+            ThreadState::Runnable
+        };
     }
 
     fn start_release(&mut self, tid: ThreadId, p: Pending) -> SimResult {
@@ -547,14 +662,25 @@ impl Cluster {
 
     /// Loads (`store = None`) or stores a word for thread `tid`. Returns `None` if the access
     /// faulted: the thread is then blocked and the protocol has been told.
-    fn access_word(&mut self, tid: ThreadId, addr: u64, store: Option<u64>) -> SimResult<Option<u64>> {
+    fn access_word(
+        &mut self,
+        tid: ThreadId,
+        addr: u64,
+        store: Option<u64>,
+    ) -> SimResult<Option<u64>> {
         let ps = self.cfg.page_size as u64;
-        if addr % 8 != 0 {
-            return Err(SimErrorKind::BadProgram(format!("thread {tid}: address {addr:#x} is not 8-byte aligned")));
+        if addr & 7 != 0 {
+            return Err(SimErrorKind::BadProgram(format!(
+                "thread {tid}: address {addr:#x} is not 8-byte aligned"
+            )));
         }
         let (page, off) = (addr / ps, (addr % ps) as usize);
         let node = self.threads[tid].node;
-        let need = if store.is_some() { Access::Write } else { Access::Read };
+        let need = if store.is_some() {
+            Access::Write
+        } else {
+            Access::Read
+        };
         if self.access(node, page) < need {
             self.threads[tid].state = ThreadState::Fault { page, need };
             let mut out = Vec::new();
@@ -563,7 +689,10 @@ impl Cluster {
             self.exec(node, out, None)?;
             return Ok(None);
         }
-        let mem = self.nodes[node as usize].mem.entry(page).or_insert_with(|| vec![0; ps as usize]);
+        let mem = self.nodes[node as usize]
+            .mem
+            .entry(page)
+            .or_insert_with(|| vec![0; ps as usize]);
         let word = &mut mem[off..off + 8];
         match store {
             Some(v) => {
@@ -571,7 +700,9 @@ impl Cluster {
                 self.touched.push((node, page));
                 Ok(Some(v))
             }
-            None => Ok(Some(u64::from_le_bytes((&*word).try_into().expect("8 bytes")))),
+            None => Ok(Some(u64::from_le_bytes(
+                (&*word).try_into().expect("8 bytes"),
+            ))),
         }
     }
 
@@ -656,7 +787,10 @@ impl Cluster {
 
     fn set_access(&mut self, node: NodeId, page: PageId, access: Access) {
         let nd = &mut self.nodes[node as usize];
-        if access == Access::None && self.cfg.discard == Discard::NotHome && nd.ctx.home(page) != node {
+        if access == Access::None
+            && self.cfg.discard == Discard::NotHome
+            && nd.ctx.home(page) != node
+        {
             nd.mem.remove(&page);
         }
         nd.access.insert(page, access);
@@ -676,7 +810,9 @@ impl Cluster {
     fn check_waiter(&self, node: NodeId, waiter: u64) -> SimResult<ThreadId> {
         match self.threads.get(waiter as usize) {
             Some(t) if t.node == node => Ok(waiter as usize),
-            _ => Err(SimErrorKind::Sync(format!("node {node}: sync event for unknown waiter {waiter}"))),
+            _ => Err(SimErrorKind::Sync(format!(
+                "node {node}: sync event for unknown waiter {waiter}"
+            ))),
         }
     }
 
@@ -687,12 +823,19 @@ impl Cluster {
                     self.stats.sync_messages += 1;
                     self.chans[node as usize * self.n + to as usize].push_back(Payload::Sync(msg));
                 }
-                SyncEvent::Granted { waiter, notices, .. } => {
+                SyncEvent::Granted {
+                    waiter, notices, ..
+                } => {
                     let tid = self.check_waiter(node, waiter)?;
                     self.start_acquire(node, vec![tid], &notices)?;
                 }
-                SyncEvent::BarrierDone { waiters, notices, .. } => {
-                    let tids = waiters.iter().map(|&w| self.check_waiter(node, w)).collect::<SimResult<Vec<_>>>()?;
+                SyncEvent::BarrierDone {
+                    waiters, notices, ..
+                } => {
+                    let tids = waiters
+                        .iter()
+                        .map(|&w| self.check_waiter(node, w))
+                        .collect::<SimResult<Vec<_>>>()?;
                     self.start_acquire(node, tids, &notices)?;
                 }
                 SyncEvent::TryFailed { waiter, .. } => {
@@ -703,7 +846,12 @@ impl Cluster {
                     }
                     self.advance(tid);
                 }
-                SyncEvent::BarrierMismatch { barrier, waiter, expected, got } => {
+                SyncEvent::BarrierMismatch {
+                    barrier,
+                    waiter,
+                    expected,
+                    got,
+                } => {
                     return Err(SimErrorKind::Sync(format!(
                         "node {node}: thread {waiter} arrived at barrier {barrier} with count {got}, the round's count is {expected}"
                     )));
@@ -713,7 +861,12 @@ impl Cluster {
         Ok(())
     }
 
-    fn start_acquire(&mut self, node: NodeId, tids: Vec<ThreadId>, notices: &[PageId]) -> SimResult {
+    fn start_acquire(
+        &mut self,
+        node: NodeId,
+        tids: Vec<ThreadId>,
+        notices: &[PageId],
+    ) -> SimResult {
         let nd = &mut self.nodes[node as usize];
         let token = nd.token(Pending::Acquire { tids: tids.clone() });
         for tid in tids {
@@ -727,7 +880,10 @@ impl Cluster {
     // ---------------- invariant and diagnostics ----------------
 
     fn page_bytes(&self, node: NodeId, page: PageId) -> &[u8] {
-        self.nodes[node as usize].mem.get(&page).map_or(&self.zero_page[..], |m| &m[..])
+        self.nodes[node as usize]
+            .mem
+            .get(&page)
+            .map_or(&self.zero_page[..], |m| &m[..])
     }
 
     fn check_single_writer(&mut self) -> SimResult {
@@ -763,21 +919,38 @@ impl Cluster {
     }
 
     fn dump(&self, kind: &SimErrorKind) -> String {
-        let mut s = format!("seed {}, {} nodes, step {}\nthreads:\n", self.cfg.seed, self.n, self.stats.steps);
+        let mut s = format!(
+            "seed {}, {} nodes, step {}\nthreads:\n",
+            self.cfg.seed, self.n, self.stats.steps
+        );
         let mut pages: Vec<PageId> = Vec::new();
         let mut locks = Vec::new();
         let mut barriers = Vec::new();
         for (i, t) in self.threads.iter().enumerate() {
-            let op = t.prog.get(t.pc).map_or("-".to_string(), |o| format!("{o:?}"));
-            let _ = writeln!(s, "  thread {i} on node {}: pc {}/{} {op}, state {:?}", t.node, t.pc, t.prog.len(), t.state);
+            let op = t
+                .prog
+                .get(t.pc)
+                .map_or("-".to_string(), |o| format!("{o:?}"));
+            let _ = writeln!(
+                s,
+                "  thread {i} on node {}: pc {}/{} {op}, state {:?}",
+                t.node,
+                t.pc,
+                t.prog.len(),
+                t.state
+            );
             match t.state {
                 ThreadState::Fault { page, .. } => pages.push(page),
                 ThreadState::Lock(l) => locks.push(l),
                 ThreadState::Barrier(b) => barriers.push(b),
                 _ => {}
             }
-            if let Some(Op::Load { addr, .. } | Op::Store { addr, .. } | Op::StoreReg { addr, .. } | Op::SpinUntilEq { addr, .. }) =
-                t.prog.get(t.pc)
+            if let Some(
+                Op::Load { addr, .. }
+                | Op::Store { addr, .. }
+                | Op::StoreReg { addr, .. }
+                | Op::SpinUntilEq { addr, .. },
+            ) = t.prog.get(t.pc)
             {
                 pages.push(addr / self.cfg.page_size as u64);
             }
@@ -811,7 +984,13 @@ impl Cluster {
         }
         for (i, c) in self.chans.iter().enumerate() {
             if !c.is_empty() {
-                let _ = writeln!(s, "channel {} -> {}: {} queued", i / self.n, i % self.n, c.len());
+                let _ = writeln!(
+                    s,
+                    "channel {} -> {}: {} queued",
+                    i / self.n,
+                    i % self.n,
+                    c.len()
+                );
             }
         }
         s += "recent events (oldest first):\n";
@@ -858,9 +1037,20 @@ mod tests {
             "mute"
         }
         fn on_fault(&mut self, _: &dyn Context, _: PageId, _: Access, _: &mut Vec<Action>) {}
-        fn on_message(&mut self, _: &dyn Context, _: NodeId, _: &ProtoMsg, _: usize, _: &mut Vec<Action>) {}
+        fn on_message(
+            &mut self,
+            _: &dyn Context,
+            _: NodeId,
+            _: &ProtoMsg,
+            _: usize,
+            _: &mut Vec<Action>,
+        ) {
+        }
         fn on_release(&mut self, _: &dyn Context, token: u64, out: &mut Vec<Action>) {
-            out.push(Action::ReleaseDone { token, notices: vec![] });
+            out.push(Action::ReleaseDone {
+                token,
+                notices: vec![],
+            });
         }
         fn on_acquire(&mut self, _: &dyn Context, token: u64, _: &[PageId], out: &mut Vec<Action>) {
             out.push(Action::AcquireDone { token });
@@ -868,6 +1058,70 @@ mod tests {
         fn describe(&self, page: PageId) -> String {
             format!("mute knows nothing about page {page}")
         }
+    }
+
+    /// Grants read access and takes it back in the same batch on the first fault, for good on
+    /// the second.
+    struct Flicker {
+        faults: u32,
+    }
+    impl Protocol for Flicker {
+        fn name(&self) -> &'static str {
+            "flicker"
+        }
+        fn on_fault(&mut self, _: &dyn Context, page: PageId, _: Access, out: &mut Vec<Action>) {
+            self.faults += 1;
+            out.push(Action::SetAccess {
+                page,
+                access: Access::Read,
+            });
+            if self.faults == 1 {
+                out.push(Action::SetAccess {
+                    page,
+                    access: Access::None,
+                });
+            }
+        }
+        fn on_message(
+            &mut self,
+            _: &dyn Context,
+            _: NodeId,
+            _: &ProtoMsg,
+            _: usize,
+            _: &mut Vec<Action>,
+        ) {
+        }
+        fn on_release(&mut self, _: &dyn Context, token: u64, out: &mut Vec<Action>) {
+            out.push(Action::ReleaseDone {
+                token,
+                notices: vec![],
+            });
+        }
+        fn on_acquire(&mut self, _: &dyn Context, token: u64, _: &[PageId], out: &mut Vec<Action>) {
+            out.push(Action::AcquireDone { token });
+        }
+        fn stats(&self) -> ProtocolStats {
+            ProtocolStats {
+                invalidations: self.faults as u64,
+                ownership_received: 0,
+            }
+        }
+        fn describe(&self, page: PageId) -> String {
+            format!("flicker page {page}")
+        }
+    }
+
+    #[test]
+    fn a_woken_thread_retries_and_faults_again_if_access_was_lost() {
+        let mut c = Cluster::new(SimConfig::new(1, 1), |_| Box::new(Flicker { faults: 0 }));
+        let t = c.spawn(0, vec![Op::Load { addr: 0, reg: 0 }]);
+        c.run().unwrap();
+        assert_eq!(c.log(t), &[0]);
+        assert_eq!(
+            c.protocol_stats(0).invalidations,
+            2,
+            "the retry must fault a second time"
+        );
     }
 
     #[test]
@@ -879,7 +1133,10 @@ mod tests {
                     c.spawn(
                         n,
                         vec![
-                            Op::Store { addr: 8 * n as u64, value: n as u64 + 1 },
+                            Op::Store {
+                                addr: 8 * n as u64,
+                                value: n as u64 + 1,
+                            },
                             Op::Load { addr: 0, reg: 0 },
                             Op::Load { addr: 8, reg: 1 },
                             Op::Load { addr: 16, reg: 2 },
@@ -888,11 +1145,17 @@ mod tests {
                 })
                 .collect();
             let stats = c.run().unwrap();
-            (stats, ts.iter().map(|&t| c.log(t).to_vec()).collect::<Vec<_>>())
+            (
+                stats,
+                ts.iter().map(|&t| c.log(t).to_vec()).collect::<Vec<_>>(),
+            )
         };
         assert_eq!(run(5), run(5));
         let distinct: std::collections::HashSet<_> = (0..50).map(|s| run(s).1).collect();
-        assert!(distinct.len() > 1, "different seeds should interleave differently");
+        assert!(
+            distinct.len() > 1,
+            "different seeds should interleave differently"
+        );
     }
 
     #[test]
@@ -908,11 +1171,28 @@ mod tests {
     #[test]
     fn step_limit_and_spin_bound() {
         let mut c = Cluster::new(SimConfig::new(1, 1).max_steps(10), sc_sw);
-        c.spawn(0, vec![Op::SpinUntilEq { addr: 0, value: 1, max_loads: 1000 }]);
+        c.spawn(
+            0,
+            vec![Op::SpinUntilEq {
+                addr: 0,
+                value: 1,
+                max_loads: 1000,
+            }],
+        );
         assert_eq!(c.run().unwrap_err().kind, SimErrorKind::StepLimit(10));
         let mut c = Cluster::new(SimConfig::new(1, 1), sc_sw);
-        c.spawn(0, vec![Op::SpinUntilEq { addr: 8, value: 1, max_loads: 5 }]);
-        assert_eq!(c.run().unwrap_err().kind, SimErrorKind::SpinBound { thread: 0, addr: 8 });
+        c.spawn(
+            0,
+            vec![Op::SpinUntilEq {
+                addr: 8,
+                value: 1,
+                max_loads: 5,
+            }],
+        );
+        assert_eq!(
+            c.run().unwrap_err().kind,
+            SimErrorKind::SpinBound { thread: 0, addr: 8 }
+        );
     }
 
     #[test]
@@ -925,10 +1205,16 @@ mod tests {
         c.spawn(1, vec![Op::Barrier { id: 0, count: 3 }]);
         let e = c.run().unwrap_err();
         // Either arrival may reach the manager first; the other is refused.
-        assert!(matches!(e.kind, SimErrorKind::Sync(ref m) if m.contains("count")), "{e}");
+        assert!(
+            matches!(e.kind, SimErrorKind::Sync(ref m) if m.contains("count")),
+            "{e}"
+        );
         let mut c = Cluster::new(SimConfig::new(1, 1), sc_sw);
         c.spawn(0, vec![Op::Load { addr: 3, reg: 0 }]);
-        assert!(matches!(c.run().unwrap_err().kind, SimErrorKind::BadProgram(_)));
+        assert!(matches!(
+            c.run().unwrap_err().kind,
+            SimErrorKind::BadProgram(_)
+        ));
     }
 
     #[test]
@@ -957,12 +1243,29 @@ mod tests {
         // Node 1 writes page 0 (home 0): ownership moves, the home's copy becomes stale but is
         // kept; node 1's copy is dropped when ownership returns to node 0.
         let mut c = Cluster::new(SimConfig::new(2, 3).check_single_writer(true), sc_sw);
-        c.spawn(1, vec![Op::Store { addr: 0, value: 9 }, Op::Barrier { id: 0, count: 2 }]);
-        let t = c.spawn(0, vec![Op::Barrier { id: 0, count: 2 }, Op::Store { addr: 8, value: 1 }, Op::Load { addr: 0, reg: 0 }]);
+        c.spawn(
+            1,
+            vec![
+                Op::Store { addr: 0, value: 9 },
+                Op::Barrier { id: 0, count: 2 },
+            ],
+        );
+        let t = c.spawn(
+            0,
+            vec![
+                Op::Barrier { id: 0, count: 2 },
+                Op::Store { addr: 8, value: 1 },
+                Op::Load { addr: 0, reg: 0 },
+            ],
+        );
         c.run().unwrap();
         assert_eq!(c.log(t), &[9]);
         assert_eq!(c.access(1, 0), Access::None);
-        assert_eq!(c.peek(1, 0), 0, "a non-home node's copy is dropped at SetAccess None");
+        assert_eq!(
+            c.peek(1, 0),
+            0,
+            "a non-home node's copy is dropped at SetAccess None"
+        );
         assert!(c.stats().pages_sent >= 2);
     }
 }

@@ -30,12 +30,15 @@ const PAGE_WORDS: usize = 8;
 const SPIN: u32 = 100_000;
 
 fn seeds() -> u64 {
-    std::env::var("SVM_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1000)
+    std::env::var("SVM_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000)
 }
 
 /// A cluster of `nodes` nodes whose pages get random homes drawn from `seed`.
 fn cluster(s: &Subject, nodes: NodeId, seed: u64) -> Cluster {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_0f_4053);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_4053);
     let homes: Vec<NodeId> = (0..16).map(|_| rng.gen_range(0..nodes)).collect();
     let cfg = SimConfig::new(nodes, seed)
         .page_size(8 * PAGE_WORDS)
@@ -57,7 +60,12 @@ fn addr(page: u64, word: usize) -> u64 {
 }
 
 /// Fails unless the racy litmus outcomes were actually explored.
-fn assert_explored<T: std::fmt::Debug>(s: &Subject, test: &str, outcomes: &BTreeMap<T, u64>, at_least: usize) {
+fn assert_explored<T: std::fmt::Debug>(
+    s: &Subject,
+    test: &str,
+    outcomes: &BTreeMap<T, u64>,
+    at_least: usize,
+) {
     assert!(
         outcomes.len() >= at_least,
         "{} / {test}: only {} outcome(s) over all seeds ({outcomes:?}); the simulator is not interleaving",
@@ -77,24 +85,58 @@ pub fn message_passing(s: &Subject) {
     let mut observer = BTreeMap::new();
     for seed in 0..seeds() {
         let same_page = seed % 2 == 0;
-        let (data, flag) = if same_page { (addr(1, 0), addr(1, 5)) } else { (addr(1, 0), addr(2, 0)) };
+        let (data, flag) = if same_page {
+            (addr(1, 0), addr(1, 5))
+        } else {
+            (addr(1, 0), addr(2, 0))
+        };
         let mut c = cluster(s, 3, seed);
-        c.spawn(0, vec![Op::Store { addr: data, value: 42 }, Op::Store { addr: flag, value: 1 }]);
+        c.spawn(
+            0,
+            vec![
+                Op::Store {
+                    addr: data,
+                    value: 42,
+                },
+                Op::Store {
+                    addr: flag,
+                    value: 1,
+                },
+            ],
+        );
         let reader = c.spawn(
             1,
             vec![
                 // A possibly stale early copy, which must be invalidated in time.
                 Op::Load { addr: data, reg: 0 },
-                Op::SpinUntilEq { addr: flag, value: 1, max_loads: SPIN },
+                Op::SpinUntilEq {
+                    addr: flag,
+                    value: 1,
+                    max_loads: SPIN,
+                },
                 Op::Load { addr: data, reg: 1 },
             ],
         );
-        let obs = c.spawn(2, vec![Op::Load { addr: flag, reg: 0 }, Op::Load { addr: data, reg: 1 }]);
+        let obs = c.spawn(
+            2,
+            vec![
+                Op::Load { addr: flag, reg: 0 },
+                Op::Load { addr: data, reg: 1 },
+            ],
+        );
         run(s, &mut c, "message passing");
         let r = c.log(reader);
-        assert_eq!(r[1], 42, "{} / message passing, seed {seed}: reader saw the flag but not the data", s.name);
+        assert_eq!(
+            r[1], 42,
+            "{} / message passing, seed {seed}: reader saw the flag but not the data",
+            s.name
+        );
         let o = c.log(obs);
-        assert!(o[0] == 0 || o[1] == 42, "{} / message passing, seed {seed}: observer saw flag, data {o:?}", s.name);
+        assert!(
+            o[0] == 0 || o[1] == 42,
+            "{} / message passing, seed {seed}: observer saw flag, data {o:?}",
+            s.name
+        );
         *first_reads.entry(r[0]).or_insert(0) += 1;
         *observer.entry(o.to_vec()).or_insert(0) += 1;
     }
@@ -110,17 +152,30 @@ pub fn store_buffering(s: &Subject) {
     for same_page in [false, true] {
         let mut outcomes = BTreeMap::new();
         for seed in 0..seeds() {
-            let (x, y) = if same_page { (addr(1, 1), addr(1, 6)) } else { (addr(1, 1), addr(2, 6)) };
+            let (x, y) = if same_page {
+                (addr(1, 1), addr(1, 6))
+            } else {
+                (addr(1, 1), addr(2, 6))
+            };
             let mut c = cluster(s, 3, seed);
             let warm = seed % 3 == 0;
             let prog = |mine: u64, other: u64| {
                 let mut p = Vec::new();
                 if warm {
-                    p.push(Op::Load { addr: other, reg: 1 });
+                    p.push(Op::Load {
+                        addr: other,
+                        reg: 1,
+                    });
                     p.push(Op::Load { addr: mine, reg: 1 });
                 }
-                p.push(Op::Store { addr: mine, value: 1 });
-                p.push(Op::Load { addr: other, reg: 0 });
+                p.push(Op::Store {
+                    addr: mine,
+                    value: 1,
+                });
+                p.push(Op::Load {
+                    addr: other,
+                    reg: 0,
+                });
                 p
             };
             let t0 = c.spawn(0, prog(x, y));
@@ -134,7 +189,12 @@ pub fn store_buffering(s: &Subject) {
             );
             *outcomes.entry((r1, r2)).or_insert(0) += 1;
         }
-        assert_explored(s, &format!("store buffering (same page: {same_page})"), &outcomes, 2);
+        assert_explored(
+            s,
+            &format!("store buffering (same page: {same_page})"),
+            &outcomes,
+            2,
+        );
     }
 }
 
@@ -150,8 +210,14 @@ pub fn iriw(s: &Subject) {
         let mut c = cluster(s, 4, seed);
         c.spawn(0, vec![Op::Store { addr: x, value: 1 }]);
         c.spawn(1, vec![Op::Store { addr: y, value: 1 }]);
-        let a = c.spawn(2, vec![Op::Load { addr: x, reg: 0 }, Op::Load { addr: y, reg: 1 }]);
-        let b = c.spawn(3, vec![Op::Load { addr: y, reg: 0 }, Op::Load { addr: x, reg: 1 }]);
+        let a = c.spawn(
+            2,
+            vec![Op::Load { addr: x, reg: 0 }, Op::Load { addr: y, reg: 1 }],
+        );
+        let b = c.spawn(
+            3,
+            vec![Op::Load { addr: y, reg: 0 }, Op::Load { addr: x, reg: 1 }],
+        );
         run(s, &mut c, "IRIW");
         let (ra, rb) = (c.log(a).to_vec(), c.log(b).to_vec());
         assert!(
@@ -174,6 +240,8 @@ pub fn lock_counters(s: &Subject) {
     for seed in 0..seeds() {
         let nodes = 2 + (seed % 3) as NodeId;
         let per_node = 1 + (seed % 2) as usize * 2;
+        // One lock for every counter: long runs of local hand-offs (the cohort bound).
+        let big_lock = seed % 4 < 2;
         let total = nodes as usize * per_node;
         let mut c = cluster(s, nodes, seed);
         let mut expected = [0u64; 3];
@@ -182,20 +250,33 @@ pub fn lock_counters(s: &Subject) {
             let mut p = Vec::new();
             for round in 0..ROUNDS {
                 let k = (j + round) % COUNTERS.len();
-                let (page, word, lock) = COUNTERS[k];
+                let (page, word, own_lock) = COUNTERS[k];
+                let lock = if big_lock { 10 } else { own_lock };
                 let inc = 1 + j as u64;
                 expected[k] += inc;
                 p.extend([
                     Op::Lock(lock),
-                    Op::Load { addr: addr(page, word), reg: 0 },
+                    Op::Load {
+                        addr: addr(page, word),
+                        reg: 0,
+                    },
                     Op::AddImm { reg: 0, imm: inc },
-                    Op::StoreReg { addr: addr(page, word), reg: 0 },
+                    Op::StoreReg {
+                        addr: addr(page, word),
+                        reg: 0,
+                    },
                     Op::Unlock(lock),
                 ]);
             }
-            p.push(Op::Barrier { id: 3, count: total as u32 });
+            p.push(Op::Barrier {
+                id: 3,
+                count: total as u32,
+            });
             if j == total - 1 {
-                p.extend(COUNTERS.iter().map(|&(page, word, _)| Op::Load { addr: addr(page, word), reg: 1 }));
+                p.extend(COUNTERS.iter().map(|&(page, word, _)| Op::Load {
+                    addr: addr(page, word),
+                    reg: 1,
+                }));
             }
             let t = c.spawn((j % nodes as usize) as NodeId, p);
             if j == total - 1 {
@@ -226,19 +307,37 @@ pub fn barrier_phases(s: &Subject) {
             .map(|j| {
                 let mut prog = Vec::new();
                 for p in 0..PHASES {
-                    prog.push(Op::Store { addr: slot(j), value: value(p, j) });
-                    prog.push(Op::Barrier { id: 7, count: total as u32 });
-                    prog.extend((0..total).map(|i| Op::Load { addr: slot((i + j) % total), reg: 0 }));
-                    prog.push(Op::Barrier { id: 8, count: total as u32 });
+                    prog.push(Op::Store {
+                        addr: slot(j),
+                        value: value(p, j),
+                    });
+                    prog.push(Op::Barrier {
+                        id: 7,
+                        count: total as u32,
+                    });
+                    prog.extend((0..total).map(|i| Op::Load {
+                        addr: slot((i + j) % total),
+                        reg: 0,
+                    }));
+                    prog.push(Op::Barrier {
+                        id: 8,
+                        count: total as u32,
+                    });
                 }
                 c.spawn((j % nodes as usize) as NodeId, prog)
             })
             .collect();
         run(s, &mut c, "barrier phases");
         for (j, &t) in threads.iter().enumerate() {
-            let want: Vec<u64> =
-                (0..PHASES).flat_map(|p| (0..total).map(move |i| value(p, (i + j) % total))).collect();
-            assert_eq!(c.log(t), &want[..], "{} / barrier phases, seed {seed}, thread {j}", s.name);
+            let want: Vec<u64> = (0..PHASES)
+                .flat_map(|p| (0..total).map(move |i| value(p, (i + j) % total)))
+                .collect();
+            assert_eq!(
+                c.log(t),
+                &want[..],
+                "{} / barrier phases, seed {seed}, thread {j}",
+                s.name
+            );
         }
     }
 }
@@ -275,17 +374,38 @@ fn drf_program(seed: u64) -> DrfProgram {
     let counters: Vec<usize> = words[..DRF_COUNTERS].to_vec();
     let data: Vec<usize> = words[DRF_COUNTERS..].to_vec();
     let waddr = |w: usize| addr(1 + (w / PAGE_WORDS) as u64, w % PAGE_WORDS);
-    let barrier = Op::Barrier { id: 50, count: total as u32 };
+    let barrier = Op::Barrier {
+        id: 50,
+        count: total as u32,
+    };
 
     let mut phases = vec![Vec::new(); total];
     let mut care = vec![Vec::new(); total];
     for _ in 0..DRF_PHASES {
         // Each data word is written by one thread this phase, or read-only.
-        let writer: Vec<Option<usize>> =
-            data.iter().map(|_| if rng.gen_bool(0.5) { Some(rng.gen_range(0..total)) } else { None }).collect();
-        let read_only: Vec<usize> = data.iter().zip(&writer).filter(|(_, w)| w.is_none()).map(|(&d, _)| d).collect();
+        let writer: Vec<Option<usize>> = data
+            .iter()
+            .map(|_| {
+                if rng.gen_bool(0.5) {
+                    Some(rng.gen_range(0..total))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let read_only: Vec<usize> = data
+            .iter()
+            .zip(&writer)
+            .filter(|(_, w)| w.is_none())
+            .map(|(&d, _)| d)
+            .collect();
         for t in 0..total {
-            let own: Vec<usize> = data.iter().zip(&writer).filter(|(_, w)| **w == Some(t)).map(|(&d, _)| d).collect();
+            let own: Vec<usize> = data
+                .iter()
+                .zip(&writer)
+                .filter(|(_, w)| **w == Some(t))
+                .map(|(&d, _)| d)
+                .collect();
             let readable: Vec<usize> = read_only.iter().chain(&own).copied().collect();
             let mut ops = Vec::new();
             for _ in 0..rng.gen_range(2..=5) {
@@ -295,30 +415,54 @@ fn drf_program(seed: u64) -> DrfProgram {
                         let lock = 200 + k as u64;
                         ops.extend([
                             Op::Lock(lock),
-                            Op::Load { addr: waddr(counters[k]), reg: 0 },
-                            Op::AddImm { reg: 0, imm: rng.gen_range(1..100) },
-                            Op::StoreReg { addr: waddr(counters[k]), reg: 0 },
+                            Op::Load {
+                                addr: waddr(counters[k]),
+                                reg: 0,
+                            },
+                            Op::AddImm {
+                                reg: 0,
+                                imm: rng.gen_range(1..100),
+                            },
+                            Op::StoreReg {
+                                addr: waddr(counters[k]),
+                                reg: 0,
+                            },
                             Op::Unlock(lock),
                         ]);
                         care[t].push(false);
                     }
                     1 if !own.is_empty() => {
                         let w = own[rng.gen_range(0..own.len())];
-                        ops.push(Op::Store { addr: waddr(w), value: rng.gen_range(1..1_000_000) });
+                        ops.push(Op::Store {
+                            addr: waddr(w),
+                            value: rng.gen_range(1..1_000_000),
+                        });
                     }
                     2 if !own.is_empty() && !readable.is_empty() => {
                         let src = readable[rng.gen_range(0..readable.len())];
                         let dst = own[rng.gen_range(0..own.len())];
                         ops.extend([
-                            Op::Load { addr: waddr(src), reg: 1 },
-                            Op::AddImm { reg: 1, imm: rng.gen_range(1..1000) },
-                            Op::StoreReg { addr: waddr(dst), reg: 1 },
+                            Op::Load {
+                                addr: waddr(src),
+                                reg: 1,
+                            },
+                            Op::AddImm {
+                                reg: 1,
+                                imm: rng.gen_range(1..1000),
+                            },
+                            Op::StoreReg {
+                                addr: waddr(dst),
+                                reg: 1,
+                            },
                         ]);
                         care[t].push(true);
                     }
                     _ if !readable.is_empty() => {
                         let src = readable[rng.gen_range(0..readable.len())];
-                        ops.push(Op::Load { addr: waddr(src), reg: 2 });
+                        ops.push(Op::Load {
+                            addr: waddr(src),
+                            reg: 2,
+                        });
                         care[t].push(true);
                     }
                     _ => {}
@@ -330,11 +474,25 @@ fn drf_program(seed: u64) -> DrfProgram {
     }
     // Finally the last thread reads every word.
     let last = total - 1;
-    let dump: Vec<Op> = (0..DRF_WORDS).map(|w| Op::Load { addr: waddr(w), reg: 3 }).collect();
-    care[last].extend(std::iter::repeat(true).take(DRF_WORDS));
+    let dump: Vec<Op> = (0..DRF_WORDS)
+        .map(|w| Op::Load {
+            addr: waddr(w),
+            reg: 3,
+        })
+        .collect();
+    care[last].extend(vec![true; DRF_WORDS]);
     phases[last].push(dump);
-    let threads = phases.iter().enumerate().map(|(t, ph)| ((t % nodes as usize) as NodeId, ph.concat())).collect();
-    DrfProgram { nodes, threads, care, phases }
+    let threads = phases
+        .iter()
+        .enumerate()
+        .map(|(t, ph)| ((t % nodes as usize) as NodeId, ph.concat()))
+        .collect();
+    DrfProgram {
+        nodes,
+        threads,
+        care,
+        phases,
+    }
 }
 
 /// Runs the program sequentially: phase by phase, thread after thread. Returns every thread's
@@ -376,11 +534,20 @@ pub fn random_drf(s: &Subject) {
         let p = drf_program(seed);
         let want = sequential_run(&p);
         let mut c = cluster(s, p.nodes, seed);
-        let tids: Vec<ThreadId> = p.threads.iter().map(|(node, ops)| c.spawn(*node, ops.clone())).collect();
+        let tids: Vec<ThreadId> = p
+            .threads
+            .iter()
+            .map(|(node, ops)| c.spawn(*node, ops.clone()))
+            .collect();
         run(s, &mut c, "random DRF");
         for (t, &tid) in tids.iter().enumerate() {
             let got = c.log(tid);
-            assert_eq!(got.len(), want[t].len(), "{} / random DRF, seed {seed}, thread {t}: load count", s.name);
+            assert_eq!(
+                got.len(),
+                want[t].len(),
+                "{} / random DRF, seed {seed}, thread {t}: load count",
+                s.name
+            );
             for (i, ((g, w), care)) in got.iter().zip(&want[t]).zip(&p.care[t]).enumerate() {
                 assert!(
                     !care || g == w,
@@ -446,4 +613,12 @@ fn sc_sw(_: NodeId) -> Box<dyn Protocol> {
     Box::new(svm_protocols::ScSingleWriter::new())
 }
 
-conformance_suite!(sc_sw, Subject { name: "sc-sw", factory: sc_sw, sc_for_racy: true, single_writer: false });
+conformance_suite!(
+    sc_sw,
+    Subject {
+        name: "sc-sw",
+        factory: sc_sw,
+        sc_for_racy: true,
+        single_writer: true
+    }
+);

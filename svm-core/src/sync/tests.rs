@@ -16,7 +16,11 @@ struct Net {
 
 impl Net {
     fn new(n: NodeId) -> Self {
-        Net { nodes: (0..n).map(|me| SyncState::new(me, n)).collect(), wire: VecDeque::new(), events: Vec::new() }
+        Net {
+            nodes: (0..n).map(|me| SyncState::new(me, n)).collect(),
+            wire: VecDeque::new(),
+            events: Vec::new(),
+        }
     }
 
     fn absorb(&mut self, node: NodeId, out: Vec<SyncEvent>) {
@@ -34,14 +38,26 @@ impl Net {
         self.absorb(node, out);
     }
 
-    fn release(&mut self, node: NodeId, lock: u64, waiter: Waiter, notices: Vec<PageId>) -> Result<(), SyncError> {
+    fn release(
+        &mut self,
+        node: NodeId,
+        lock: u64,
+        waiter: Waiter,
+        notices: Vec<PageId>,
+    ) -> Result<(), SyncError> {
         let mut out = Vec::new();
         let r = self.nodes[node as usize].lock_release(lock, waiter, notices, &mut out);
         self.absorb(node, out);
         r
     }
 
-    fn arrive(&mut self, node: NodeId, barrier: u64, count: u32, waiter: Waiter) -> Result<(), SyncError> {
+    fn arrive(
+        &mut self,
+        node: NodeId,
+        barrier: u64,
+        count: u32,
+        waiter: Waiter,
+    ) -> Result<(), SyncError> {
         let mut out = Vec::new();
         let r = self.nodes[node as usize].barrier_arrive(barrier, count, waiter, vec![], &mut out);
         self.absorb(node, out);
@@ -122,9 +138,16 @@ fn cohort_without_remote_waiters_still_returns_the_lock_after_the_bound() {
     // Last local release: the token goes back to the manager, nothing queued locally.
     net.release(1, 0, 3, vec![]).unwrap();
     assert_eq!(net.wire.len(), 1);
-    assert!(matches!(net.wire[0].2, SyncMsg::LockRelease { lock: 0, .. }));
+    assert!(matches!(
+        net.wire[0].2,
+        SyncMsg::LockRelease { lock: 0, .. }
+    ));
     net.settle();
-    assert!(net.nodes[0].describe_lock(0).contains("held by node None"), "{}", net.nodes[0].describe_lock(0));
+    assert!(
+        net.nodes[0].describe_lock(0).contains("held by node None"),
+        "{}",
+        net.nodes[0].describe_lock(0)
+    );
 }
 
 #[test]
@@ -143,32 +166,76 @@ fn try_lock_busy_path() {
     assert_eq!(net.wire.len(), 1);
     // While the try is outstanding, a second try fails at once.
     net.acquire(0, 2, 12, true);
-    assert_eq!(net.take(), vec![(0, SyncEvent::TryFailed { lock: 2, waiter: 12 })]);
+    assert_eq!(
+        net.take(),
+        vec![(
+            0,
+            SyncEvent::TryFailed {
+                lock: 2,
+                waiter: 12
+            }
+        )]
+    );
     net.settle();
     // LockBusy fails the try and re-requests for the blocking waiter.
-    assert_eq!(net.take(), vec![(0, SyncEvent::TryFailed { lock: 2, waiter: 10 })]);
+    assert_eq!(
+        net.take(),
+        vec![(
+            0,
+            SyncEvent::TryFailed {
+                lock: 2,
+                waiter: 10
+            }
+        )]
+    );
     // A try-lock on the holding node while another local thread is inside fails locally.
     net.acquire(1, 2, 2, true);
-    assert_eq!(net.take(), vec![(1, SyncEvent::TryFailed { lock: 2, waiter: 2 })]);
+    assert_eq!(
+        net.take(),
+        vec![(1, SyncEvent::TryFailed { lock: 2, waiter: 2 })]
+    );
     assert!(net.wire.is_empty());
 
     // The release goes to node 0's blocking waiter, with the holder's notices.
     net.release(1, 2, 1, vec![5, 3]).unwrap();
     net.settle();
-    assert_eq!(net.take(), vec![(0, SyncEvent::Granted { lock: 2, waiter: 11, notices: vec![3, 5] })]);
+    assert_eq!(
+        net.take(),
+        vec![(
+            0,
+            SyncEvent::Granted {
+                lock: 2,
+                waiter: 11,
+                notices: vec![3, 5]
+            }
+        )]
+    );
 
     // A try-lock of a free lock succeeds.
     net.release(0, 2, 11, vec![]).unwrap();
     net.settle();
     net.acquire(1, 2, 3, true);
     net.settle();
-    assert_eq!(net.take(), vec![(1, SyncEvent::Granted { lock: 2, waiter: 3, notices: vec![3, 5] })]);
+    assert_eq!(
+        net.take(),
+        vec![(
+            1,
+            SyncEvent::Granted {
+                lock: 2,
+                waiter: 3,
+                notices: vec![3, 5]
+            }
+        )]
+    );
 }
 
 #[test]
 fn barrier_mismatch_is_refused_and_the_round_still_completes() {
     let mut net = Net::new(2);
-    assert_eq!(net.arrive(0, 1, 0, 7), Err(SyncError::ZeroCount { barrier: 1 }));
+    assert_eq!(
+        net.arrive(0, 1, 0, 7),
+        Err(SyncError::ZeroCount { barrier: 1 })
+    );
     assert!(net.wire.is_empty());
     // Barrier 1 is managed by node 1; the round's count is set by the first arrival.
     net.arrive(0, 1, 3, 1).unwrap();
@@ -177,9 +244,21 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
     net.settle();
     assert_eq!(
         net.take(),
-        vec![(1, SyncEvent::BarrierMismatch { barrier: 1, waiter: 2, expected: 3, got: 2 })]
+        vec![(
+            1,
+            SyncEvent::BarrierMismatch {
+                barrier: 1,
+                waiter: 2,
+                expected: 3,
+                got: 2
+            }
+        )]
     );
-    assert!(net.nodes[1].describe_barrier(1).contains("1/3 arrived"), "{}", net.nodes[1].describe_barrier(1));
+    assert!(
+        net.nodes[1].describe_barrier(1).contains("1/3 arrived"),
+        "{}",
+        net.nodes[1].describe_barrier(1)
+    );
     // Correct arrivals complete the round; node 0 has two waiters released together.
     net.arrive(0, 1, 3, 3).unwrap();
     net.arrive(1, 1, 3, 4).unwrap();
@@ -189,32 +268,65 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
     assert_eq!(
         done,
         vec![
-            (0, SyncEvent::BarrierDone { barrier: 1, waiters: vec![1, 3], notices: vec![] }),
-            (1, SyncEvent::BarrierDone { barrier: 1, waiters: vec![4], notices: vec![] }),
+            (
+                0,
+                SyncEvent::BarrierDone {
+                    barrier: 1,
+                    waiters: vec![1, 3],
+                    notices: vec![]
+                }
+            ),
+            (
+                1,
+                SyncEvent::BarrierDone {
+                    barrier: 1,
+                    waiters: vec![4],
+                    notices: vec![]
+                }
+            ),
         ]
     );
     // The next round starts fresh with a new count.
     net.arrive(0, 1, 1, 5).unwrap();
     net.settle();
-    assert_eq!(net.take(), vec![(0, SyncEvent::BarrierDone { barrier: 1, waiters: vec![5], notices: vec![] })]);
+    assert_eq!(
+        net.take(),
+        vec![(
+            0,
+            SyncEvent::BarrierDone {
+                barrier: 1,
+                waiters: vec![5],
+                notices: vec![]
+            }
+        )]
+    );
 }
 
 #[test]
 fn release_without_holding_is_an_error() {
     let mut net = Net::new(2);
     // Never acquired.
-    assert_eq!(net.release(0, 4, 1, vec![]), Err(SyncError::NotHolder { lock: 4 }));
+    assert_eq!(
+        net.release(0, 4, 1, vec![]),
+        Err(SyncError::NotHolder { lock: 4 })
+    );
     // Held by another thread of the same node.
     net.acquire(0, 4, 1, false);
     net.acquire(0, 4, 2, false);
     net.settle();
     assert_eq!(net.granted(), vec![1]);
-    assert_eq!(net.release(0, 4, 2, vec![]), Err(SyncError::NotHolder { lock: 4 }));
+    assert_eq!(
+        net.release(0, 4, 2, vec![]),
+        Err(SyncError::NotHolder { lock: 4 })
+    );
     // Held by this node but by nobody after the last release.
     net.release(0, 4, 1, vec![]).unwrap();
     assert_eq!(net.granted(), vec![2]);
     net.release(0, 4, 2, vec![]).unwrap();
-    assert_eq!(net.release(0, 4, 2, vec![]), Err(SyncError::NotHolder { lock: 4 }));
+    assert_eq!(
+        net.release(0, 4, 2, vec![]),
+        Err(SyncError::NotHolder { lock: 4 })
+    );
     // Errors left no trace on the wire beyond the legitimate release.
     net.settle();
     assert!(net.take().is_empty());
@@ -228,8 +340,17 @@ fn stray_release_at_the_manager_is_ignored() {
     assert_eq!(net.granted(), vec![1]);
     // Node 1 claims to release a lock held by node 0: ignored, node 0 still holds it.
     let mut out = Vec::new();
-    net.nodes[0].on_message(1, &SyncMsg::LockRelease { lock: 0, notices: vec![9] }, &mut out);
+    net.nodes[0].on_message(
+        1,
+        &SyncMsg::LockRelease {
+            lock: 0,
+            notices: vec![9],
+        },
+        &mut out,
+    );
     assert!(out.is_empty());
-    assert!(net.nodes[0].describe_lock(0).contains("held by node Some(0)"));
+    assert!(net.nodes[0]
+        .describe_lock(0)
+        .contains("held by node Some(0)"));
     assert_eq!(net.nodes[0].lock_notice_count(), 0);
 }
