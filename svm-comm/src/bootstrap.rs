@@ -111,10 +111,7 @@ impl Bootstrap {
         if size > 1 && coord.is_none() {
             return Err(BootstrapError::NoCoordinator { size });
         }
-        let coord_fd = match num(get, "SVM_COORD_FD")? {
-            Some(fd) => Some(fd as i32),
-            None => None,
-        };
+        let coord_fd = num(get, "SVM_COORD_FD")?.map(|fd| fd as i32);
         let job_key = match get("SVM_JOB_KEY") {
             Some(k) => parse_key(&k)?,
             None if size == 1 => [0u8; KEY_LEN],

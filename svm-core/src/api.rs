@@ -245,7 +245,7 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
     /// shared memory). The range must lie in the shared window.
     pub fn from_raw_parts(addr: usize, len: usize) -> Result<Self> {
         let n = node()?;
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).unwrap_or(usize::MAX);
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
         if !n.space.contains(addr) || bytes == usize::MAX || !n.space.contains(addr + bytes.max(1) - 1) {
             return Err(SvmError::Space { node: n.me, err: SpaceError::BadFree { addr } });
         }

@@ -162,7 +162,7 @@ pub fn decode(buf: &[u8]) -> Result<Frame<'_>, WireError> {
     }
     let ctrl_end = HEADER_LEN + header.ctrl_len as usize;
     let msg: Msg = match postcard::take_from_bytes::<Msg>(&buf[HEADER_LEN..ctrl_end]) {
-        Ok((m, rest)) if rest.is_empty() => m,
+        Ok((m, [])) => m,
         Ok((_, rest)) => {
             return Err(WireError::Decode(format!("{} unused bytes in the control payload", rest.len())))
         }

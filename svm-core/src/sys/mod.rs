@@ -264,7 +264,7 @@ pub fn app_load<T: Copy>(window: (usize, usize), addr: usize) -> T {
         addr >= window.0 && addr + std::mem::size_of::<T>() <= window.0 + window.1,
         "address {addr:#x} outside the shared window"
     );
-    assert!(addr % std::mem::align_of::<T>() == 0, "misaligned shared access at {addr:#x}");
+    assert!(addr.is_multiple_of(std::mem::align_of::<T>()), "misaligned shared access at {addr:#x}");
     // SAFETY: the address is inside the shared window (checked), aligned (checked), and the
     // window stays mapped for the life of the process; the page-fault path makes it accessible.
     unsafe { std::ptr::read_volatile(addr as *const T) }
@@ -276,7 +276,7 @@ pub fn app_store<T: Copy>(window: (usize, usize), addr: usize, v: T) {
         addr >= window.0 && addr + std::mem::size_of::<T>() <= window.0 + window.1,
         "address {addr:#x} outside the shared window"
     );
-    assert!(addr % std::mem::align_of::<T>() == 0, "misaligned shared access at {addr:#x}");
+    assert!(addr.is_multiple_of(std::mem::align_of::<T>()), "misaligned shared access at {addr:#x}");
     // SAFETY: as in app_load.
     unsafe { std::ptr::write_volatile(addr as *mut T, v) }
 }
