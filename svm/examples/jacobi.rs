@@ -108,7 +108,7 @@ impl Grid {
             first.push(rows.start);
             blocks.push(svm::alloc_collective_with::<f64>(
                 rows.len() * n,
-                Home::Node(k),
+                Home::Node(k as u16),
             )?);
         }
         first.push(n);
