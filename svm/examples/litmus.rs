@@ -104,7 +104,7 @@ impl Results {
     }
 }
 
-/// Busy-waits a pseudo-random 0..=MAX_JITTER_US µs, different per rank and round, so that the
+/// Sleeps a pseudo-random 0..=MAX_JITTER_US µs, different per rank and round, so that the
 /// racing operations of the ranks start in varying orders and every allowed outcome shows up.
 fn jitter(rank: usize, round: u64) {
     let mut z = (rank as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -112,11 +112,9 @@ fn jitter(rank: usize, round: u64) {
     z ^= z >> 31;
     z = z.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z ^= z >> 29;
-    let wait = Duration::from_micros(z % (MAX_JITTER_US + 1));
-    let start = Instant::now();
-    while start.elapsed() < wait {
-        std::hint::spin_loop();
-    }
+    // Sleeping, not spinning: a spinning rank would keep the CPU from its own node's message
+    // handling on a machine with few cores, which serialises the ranks instead of mixing them.
+    std::thread::sleep(Duration::from_micros(z % (MAX_JITTER_US + 1)));
 }
 
 fn verdict(ok: bool) -> &'static str {

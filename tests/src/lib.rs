@@ -497,10 +497,22 @@ pub fn run_example(
     args: &[&str],
     deadline: Duration,
 ) -> Output {
+    let n = nodes.to_string();
+    run_example_with(&["-n", &n, "--fault", fault], example, args, deadline)
+}
+
+/// `svmrun FLAGS... <example> ARGS...` under `deadline` (e.g. FLAGS = `-n 3 --protocol sc-mw`),
+/// serialised with the other multi-process runs of this test binary.
+pub fn run_example_with(
+    flags: &[&str],
+    example: &str,
+    args: &[&str],
+    deadline: Duration,
+) -> Output {
     let exe = example_path(example);
     let exe = exe.to_str().expect("non-UTF-8 target path");
-    let n = nodes.to_string();
-    let mut full = vec!["-n", n.as_str(), "--fault", fault, exe];
+    let mut full = flags.to_vec();
+    full.push(exe);
     full.extend_from_slice(args);
     let _serial = serial();
     run_svmrun(&full, deadline)
