@@ -3,9 +3,12 @@
 //! - [`wire`]: the frame header and message representations (no unsafe, fuzzed);
 //! - [`transport`]: the `Transport` trait the engine sends through;
 //! - [`tcp`]: the TCP full-mesh transport with a job-key handshake;
+//! - [`deck`]: µDECK (messages, mailboxes, name server, groups) and DECK-SCI, the shared-memory
+//!   transport ([`deck::sci`]);
 //! - [`bootstrap`]: rank, size, coordinator and job key from `svmrun`, Slurm or Open MPI/PMIx.
 
 pub mod bootstrap;
+pub mod deck;
 pub mod tcp;
 pub mod transport;
 pub mod wire;

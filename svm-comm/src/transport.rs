@@ -14,6 +14,10 @@ pub enum CommError {
     Malformed { me: NodeId, peer: NodeId, err: WireError },
     #[error("node {me}: {what}")]
     Setup { me: NodeId, what: String },
+    #[error("node {me}: corrupt packet from node {peer}: {what}")]
+    Corrupt { me: NodeId, peer: NodeId, what: String },
+    #[error("node {me}: timed out: {what}")]
+    Timeout { me: NodeId, peer: NodeId, what: String },
 }
 
 /// One connection to one peer. Sends from several threads are serialised inside the link, so
@@ -119,7 +123,7 @@ mod tests {
     fn frames_split_at_every_byte_reassemble() {
         let mut stream = Vec::new();
         for i in 0..5u32 {
-            stream.extend(encode(&Msg::Abort { reason: format!("r{i}") }, 1, i, &vec![i as u8; i as usize * 100]).unwrap());
+            stream.extend(encode(&Msg::Abort { reason: format!("r{i}"), code: 1 }, 1, i, &vec![i as u8; i as usize * 100]).unwrap());
         }
         for chunk in [1usize, 7, 24, 100, 4096] {
             let mut rb = RecvBuf::new();

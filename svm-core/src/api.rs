@@ -63,6 +63,8 @@ pub enum SvmError {
     BarrierMismatch { node: NodeId, barrier: u64, expected: u32, got: u32 },
     #[error("svm: node {node}: barrier {barrier} called with a participant count of 0")]
     ZeroCount { node: NodeId, barrier: u64 },
+    #[error("svm: node {node}: cannot share the program's data {start:#x}..{end:#x}: {why}")]
+    Static { node: NodeId, start: usize, end: usize, why: String },
     #[error("svm: node {node}: {what} id {id} is reserved for the runtime (ids must be below 2^63)")]
     ReservedId { node: NodeId, what: &'static str, id: u64 },
 }
@@ -73,7 +75,7 @@ static RUNTIME: OnceLock<Arc<Node>> = OnceLock::new();
 
 /// Ids at or above this are reserved for the runtime's own locks and barriers.
 pub const RESERVED_IDS: u64 = 1 << 63;
-const GLOBAL_BARRIER: u64 = u64::MAX;
+use crate::node::GLOBAL_BARRIER;
 
 fn node() -> Result<&'static Arc<Node>> {
     RUNTIME.get().ok_or(SvmError::NotInitialized)
@@ -120,9 +122,53 @@ fn die_with_launcher() {
     }
 }
 
+/// Options of [`init_with_options`].
+#[derive(Debug, Clone, Default)]
+pub struct InitOptions {
+    /// Ranges `(start, end)` of this process's own writable memory (the program's data
+    /// segment) to share like the window: homed on node 0, whose contents at init every node
+    /// sees, fetched page by page on first touch. Rounded outwards to whole pages, which must
+    /// all be writable private memory of the program.
+    pub statics: Vec<(usize, usize)>,
+}
+
 /// Joins the job described by the environment (`svmrun`, Slurm, Open MPI, or a single node
 /// without any of them), with protocols built by `factory`.
 pub fn init_with(factory: ProtocolFactory) -> Result<Svm> {
+    init_with_options(factory, InitOptions::default())
+}
+
+/// Checks that `[start, end)` lies in writable mappings of this process that are not the stack
+/// or a special mapping, using /proc/self/maps.
+fn writable_private(start: usize, end: usize) -> std::result::Result<(), String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("reading /proc/self/maps: {e}"))?;
+    let mut covered = start;
+    let mut spans: Vec<(usize, usize, String)> = Vec::new();
+    for line in maps.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(range), Some(perms)) = (it.next(), it.next()) else { continue };
+        let Some((a, b)) = range.split_once('-') else { continue };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
+        spans.push((a, b, perms.to_string()));
+    }
+    spans.sort();
+    for (a, b, perms) in spans {
+        if b <= covered || a > covered {
+            continue;
+        }
+        if !perms.starts_with("rw") {
+            return Err(format!("{a:#x}-{b:#x} is not writable ({perms})"));
+        }
+        covered = b;
+        if covered >= end {
+            return Ok(());
+        }
+    }
+    Err(format!("{covered:#x} is not mapped"))
+}
+
+/// [`init_with`] with options (static segments for the C personalities).
+pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<Svm> {
     if RUNTIME.get().is_some() {
         return Err(SvmError::AlreadyInitialized);
     }
@@ -143,7 +189,18 @@ pub fn init_with(factory: ProtocolFactory) -> Result<Svm> {
         FaultKind::Uffd => Backing::Anonymous,
         FaultKind::Segv => Backing::MemfdWithAlias,
     };
-    let window = Window::map(cfg.space_base, cfg.space_size, backing).map_err(sys_err)?;
+    let mut window = Window::map(cfg.space_base, cfg.space_size, backing).map_err(sys_err)?;
+    let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, me, boot.size);
+    for &(start, end) in &opts.statics {
+        let ps = cfg.page_size;
+        let (base, top) = (start / ps * ps, end.div_ceil(ps) * ps);
+        if top <= base {
+            continue;
+        }
+        writable_private(base, top).map_err(|why| SvmError::Static { node: me, start, end, why })?;
+        let saved = window.take_over_static(base, top - base).map_err(sys_err)?;
+        space.add_static(base, top - base, 0, saved);
+    }
     let backend: Box<dyn FaultBackend> = match kind {
         FaultKind::Uffd => Box::new(UffdBackend::new(window, cfg.page_size).map_err(|e| {
             sys_err(match e {
@@ -153,7 +210,7 @@ pub fn init_with(factory: ProtocolFactory) -> Result<Svm> {
         })?),
         FaultKind::Segv => Box::new(SegvBackend::new(window, cfg.page_size).map_err(sys_err)?),
     };
-    let space = Arc::new(Space::new(cfg.space_base, cfg.space_size, cfg.page_size, me, boot.size));
+    let space = Arc::new(space);
     let mut links: Vec<Option<Box<dyn Link>>> = (0..boot.size).map(|_| None).collect();
     if boot.size > 1 {
         let inherited = match (me, boot.coord_fd) {
@@ -448,6 +505,56 @@ fn barrier_raw(n: &Node, id: u64, count: u32) -> Result<()> {
         WaitResult::ZeroCount => Err(SvmError::ZeroCount { node: n.me, barrier: id }),
         _ => Ok(()),
     }
+}
+
+/// Posts job-wide counting semaphore `id` (a release: writes before it are visible to the
+/// thread whose wait it satisfies).
+pub fn sem_post(id: u64) -> Result<()> {
+    let n = node()?;
+    check_id(n, "semaphore", id)?;
+    n.sem_post(id);
+    Ok(())
+}
+
+/// Waits on job-wide counting semaphore `id` until a post is available (an acquire).
+pub fn sem_wait(id: u64) -> Result<()> {
+    let n = node()?;
+    check_id(n, "semaphore", id)?;
+    n.sem_wait(id);
+    Ok(())
+}
+
+/// A job-wide counting semaphore named by an id, initially 0.
+#[derive(Debug, Clone, Copy)]
+pub struct Semaphore {
+    id: u64,
+}
+
+impl Semaphore {
+    pub const fn new(id: u64) -> Semaphore {
+        Semaphore { id }
+    }
+    pub fn post(&self) -> Result<()> {
+        sem_post(self.id)
+    }
+    pub fn wait(&self) -> Result<()> {
+        sem_wait(self.id)
+    }
+}
+
+/// Ends the whole job: every node exits with `code` (this one too). For personalities whose
+/// programs end the job from any process (`exit(status)`).
+pub fn abort_job(code: i32, why: &str) -> ! {
+    match RUNTIME.get() {
+        Some(n) => n.end_job(code, why),
+        None => sys::exit_now(code),
+    }
+}
+
+/// Frees an allocation of [`alloc_local`] by address (only on the node that made it).
+pub fn free_local_addr(addr: usize) -> Result<()> {
+    let n = node()?;
+    n.space.free_local(addr).map_err(|err| SvmError::Space { node: n.me, err })
 }
 
 /// Barrier of all nodes (one calling thread per node).

@@ -39,8 +39,9 @@ pub struct Config {
     /// `SVM_PAGE_SIZE`: coherence unit, a multiple of the OS page (default 4096).
     pub page_size: usize,
     /// `SVM_SPIN`: non-blocking polls the engine thread makes after activity before it sleeps
-    /// (default 64; 0 = always sleep). Higher values cut latency when cores are free.
-    pub spin_polls: u32,
+    /// (0 = always sleep). Unset: 64 when the job has no more nodes than this host has CPUs,
+    /// else 0 (spinning then only steals time from the threads being waited for).
+    pub spin_polls: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -73,7 +74,7 @@ pub fn parse_size(var: &'static str, s: &str) -> Result<usize, ConfigError> {
         .ok_or_else(|| invalid(var, s, "not a size (examples: 4096, 64G, 0x600000000000)"))
 }
 
-pub const PROTOCOLS: &[&str] = &["sc-sw"];
+pub const PROTOCOLS: &[&str] = &["sc-sw", "sc-mw", "scope"];
 pub const TRANSPORTS: &[&str] = &["tcp"];
 
 impl Config {
@@ -84,11 +85,7 @@ impl Config {
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let protocol = get("SVM_PROTOCOL").unwrap_or_else(|| "sc-sw".into());
         if !PROTOCOLS.contains(&protocol.as_str()) {
-            let why = if ["sc-mw", "scope"].contains(&protocol.as_str()) {
-                format!("protocol {protocol} is not supported yet (supported: {})", PROTOCOLS.join(", "))
-            } else {
-                format!("unknown protocol (supported: {})", PROTOCOLS.join(", "))
-            };
+            let why = format!("unknown protocol (supported: {})", PROTOCOLS.join(", "));
             return Err(invalid("SVM_PROTOCOL", &protocol, why));
         }
         let fault = match get("SVM_FAULT").as_deref() {
@@ -147,8 +144,8 @@ impl Config {
             return Err(invalid("SVM_SPACE_SIZE", &space_size.to_string(), "must be a page multiple of at least 64 pages"));
         }
         let spin_polls = match get("SVM_SPIN") {
-            None => 64,
-            Some(v) => v.trim().parse::<u32>().map_err(|_| invalid("SVM_SPIN", &v, "expected a count"))?,
+            None => None,
+            Some(v) => Some(v.trim().parse::<u32>().map_err(|_| invalid("SVM_SPIN", &v, "expected a count"))?),
         };
         Ok(Config {
             protocol,
@@ -191,7 +188,10 @@ mod tests {
         assert!(cfg(&[("SVM_FAULT", "mmu")]).is_err());
         assert!(cfg(&[("SVM_TIMEOUT", "-1")]).is_err());
         assert!(cfg(&[("SVM_PAGE_SIZE", "1000")]).is_err());
-        let e = cfg(&[("SVM_PROTOCOL", "scope")]).unwrap_err().to_string();
+        assert_eq!(cfg(&[("SVM_PROTOCOL", "scope")]).unwrap().protocol, "scope");
+        let e = cfg(&[("SVM_PROTOCOL", "lrc")]).unwrap_err().to_string();
+        assert!(e.contains("unknown protocol"), "{e}");
+        let e = cfg(&[("SVM_TRANSPORT", "deck")]).unwrap_err().to_string();
         assert!(e.contains("not supported yet"), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 //! native API.
 
 pub mod config;
+pub mod diff;
 pub mod fault;
 pub mod page_table;
 pub mod protocol;

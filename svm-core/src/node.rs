@@ -30,11 +30,14 @@ use crate::page_table::{PageTable, PageWaiter};
 use crate::protocol::{Action, Context, Protocol};
 use crate::space::Space;
 use crate::stats::{Counters, Stats};
+use crate::sync::sem::SemState;
 use crate::sync::{SyncEvent, SyncState, Waiter};
 use crate::sys::segv::now_ns;
 use crate::sys::{futex, EventFd, Poller};
 use crate::{Access, NodeId, PageId};
 
+/// Id of the barrier of all nodes (`svm::barrier()`); ids from 2^63 up are the runtime's.
+pub const GLOBAL_BARRIER: u64 = u64::MAX;
 const TOKEN_FAULTS: u64 = u64::MAX;
 const TOKEN_WAKE: u64 = u64::MAX - 1;
 /// Exit status of a node that fails the job (lost peer, deadline, protocol error).
@@ -72,6 +75,7 @@ impl WaitCell {
 
 enum ReleaseCont {
     Unlock { lock: u64, waiter: Waiter },
+    SemPost { sem: u64, waiter: Waiter },
     Barrier { barrier: u64, count: u32, waiter: Waiter },
 }
 
@@ -86,18 +90,26 @@ enum Blocked {
     Lock(u64),
     Unlock(u64),
     Barrier(u64),
+    SemWait(u64),
+    SemPost(u64),
     Finish,
 }
 
 struct EngineState {
     protocol: Box<dyn Protocol>,
     sync: SyncState,
+    sems: SemState,
     pages: PageTable,
     counters: Counters,
     seq: Vec<u32>,
     frame: Vec<u8>,
     page_buf: Vec<u8>,
     loopback: VecDeque<(Msg, Vec<u8>)>,
+    /// Twins of pages being written under a multiple-writer protocol.
+    twins: FxHashMap<PageId, Vec<u8>>,
+    /// Contents the engine holds for pages that are not present in the application mapping
+    /// (a diff applied to a page the backend cannot patch in place).
+    shadows: FxHashMap<PageId, Vec<u8>>,
     /// Per sender: messages held back because they name collective pages this node has not
     /// allocated yet (it is behind in the collective call sequence).
     deferred: Vec<VecDeque<(Msg, Vec<u8>)>>,
@@ -167,12 +179,15 @@ impl Node {
         let state = EngineState {
             protocol,
             sync: SyncState::new(me, nodes),
+            sems: SemState::new(nodes),
             pages: PageTable::default(),
             counters: Counters::default(),
             seq: vec![0; nodes as usize],
             frame: Vec::with_capacity(256),
             page_buf: vec![0u8; page_size],
             loopback: VecDeque::new(),
+            twins: FxHashMap::default(),
+            shadows: FxHashMap::default(),
             deferred: (0..nodes).map(|_| VecDeque::new()).collect(),
             next_token: 1,
             releases: FxHashMap::default(),
@@ -252,13 +267,18 @@ impl Node {
             msg.push_str(&self.describe_waits(st));
         }
         eprintln!("{msg}");
-        let abort = Msg::Abort { reason: format!("node {}: {why}", self.me) };
+        self.end_job(EXIT_FAILURE, why)
+    }
+
+    /// Tells every peer to end with `code` (best effort) and ends this process with it.
+    pub fn end_job(&self, code: i32, why: &str) -> ! {
+        let abort = Msg::Abort { reason: format!("node {}: {why}", self.me), code };
         if let Ok(frame) = wire::encode(&abort, self.me, 0, &[]) {
             for l in self.links.iter().flatten() {
                 let _ = l.send(&[&frame]);
             }
         }
-        crate::sys::exit_now(EXIT_FAILURE)
+        crate::sys::exit_now(code)
     }
 
     fn describe_waits(&self, st: &EngineState) -> String {
@@ -267,6 +287,7 @@ impl Node {
             let what = match b {
                 Blocked::Lock(l) | Blocked::Unlock(l) => st.sync.describe_lock(*l),
                 Blocked::Barrier(b) => st.sync.describe_barrier(*b),
+                Blocked::SemWait(s) | Blocked::SemPost(s) => st.sems.describe(*s),
                 Blocked::Finish => {
                     let missing: Vec<usize> =
                         st.goodbye_from.iter().enumerate().filter(|(_, g)| !**g).map(|(i, _)| i).collect();
@@ -328,9 +349,8 @@ impl Node {
                 Action::Send { to, msg, attach } => match attach {
                     None => self.send(st, to, Msg::Proto { proto: 0, msg }, &[]),
                     Some(page) => {
-                        let present = st.pages.get(page).is_some_and(|e| e.present);
                         let mut buf = std::mem::take(&mut st.page_buf);
-                        self.backend.read(self.space.page_addr(page), &mut buf, present);
+                        self.read_local(st, page, &mut buf);
                         st.counters.pages_served += 1;
                         self.send(st, to, Msg::Proto { proto: 0, msg }, &buf);
                         st.page_buf = buf;
@@ -338,11 +358,15 @@ impl Node {
                 },
                 Action::SetAccess { page, access } => {
                     let addr = self.space.page_addr(page);
-                    let (old, present) = st.pages.get(page).map(|e| (e.access, e.present)).unwrap_or_default();
-                    let present = match self.backend.set_access(addr, ps, old, access, present) {
+                    let old = st.pages.access(page);
+                    let (present, initial) = self.materialize_source(st, page);
+                    let present = match self.backend.set_access(addr, ps, old, access, present, initial) {
                         Ok(p) => p,
                         Err(e) => self.fatal(Some(st), &format!("setting page {page} to {access:?}: {e}")),
                     };
+                    if present {
+                        st.shadows.remove(&page);
+                    }
                     self.apply_access(st, page, access, present);
                 }
                 Action::InstallIncoming { page, access } => {
@@ -358,6 +382,7 @@ impl Node {
                         Ok(p) => p,
                         Err(e) => self.fatal(Some(st), &format!("installing page {page}: {e}")),
                     };
+                    st.shadows.remove(&page);
                     st.counters.pages_fetched += 1;
                     st.counters.bytes_fetched += ps as u64;
                     self.apply_access(st, page, access, present);
@@ -370,7 +395,100 @@ impl Node {
                         }
                     }
                 }
+                Action::MakeTwin { page } => {
+                    if st.twins.contains_key(&page) {
+                        self.fatal(Some(st), &format!("protocol error: page {page} already has a twin"));
+                    }
+                    let mut twin = vec![0u8; ps];
+                    self.read_local(st, page, &mut twin);
+                    st.twins.insert(page, twin);
+                    st.counters.twins_made += 1;
+                }
+                Action::SendDiffs { to, msg, pages } => {
+                    let mut data = Vec::new();
+                    let mut cur = std::mem::take(&mut st.page_buf);
+                    for page in pages {
+                        let Some(twin) = st.twins.remove(&page) else {
+                            self.fatal(Some(st), &format!("protocol error: diff of page {page}, which has no twin"));
+                        };
+                        self.read_local(st, page, &mut cur);
+                        crate::diff::encode(page, &twin, &cur, &mut data);
+                        st.counters.diffs_created += 1;
+                    }
+                    st.page_buf = cur;
+                    st.counters.diff_bytes_sent += data.len() as u64;
+                    self.send(st, to, Msg::Proto { proto: 0, msg }, &data);
+                }
+                Action::ApplyIncomingDiffs => {
+                    if !incoming.is_empty() {
+                        self.apply_diffs(st, incoming);
+                    }
+                }
             }
+        }
+    }
+
+    /// Copies the local contents of `page` (present, held by the engine, or initial/zeros).
+    fn read_local(&self, st: &EngineState, page: PageId, dst: &mut [u8]) {
+        if let Some(sh) = st.shadows.get(&page) {
+            dst.copy_from_slice(sh);
+            return;
+        }
+        let (present, initial) = self.materialize_source(st, page);
+        self.backend.read(self.space.page_addr(page), dst, present, initial);
+    }
+
+    /// Applies a diff message to local contents without changing protections: in place where
+    /// the backend can, otherwise to the engine-held copy the page will be materialized from.
+    fn apply_diffs(&self, st: &mut EngineState, data: &[u8]) {
+        let ps = self.space.page_size();
+        let mut patches: Vec<(PageId, usize, Vec<u8>)> = Vec::new();
+        if let Err(e) = crate::diff::apply(data, ps, |page, off, bytes| patches.push((page, off, bytes.to_vec()))) {
+            self.fatal(Some(st), &format!("malformed diff message: {e}"));
+        }
+        st.counters.diff_bytes_applied += data.len() as u64;
+        let mut i = 0;
+        while i < patches.len() {
+            let page = patches[i].0;
+            let mut j = i;
+            while j < patches.len() && patches[j].0 == page {
+                j += 1;
+            }
+            st.counters.diffs_applied += 1;
+            let runs: Vec<(usize, &[u8])> = patches[i..j].iter().map(|(_, o, b)| (*o, &b[..])).collect();
+            let addr = self.space.page_addr(page);
+            let (access, present) = st.pages.get(page).map(|e| (e.access, e.present)).unwrap_or_default();
+            let in_place = !st.shadows.contains_key(&page)
+                && match self.backend.patch(addr, ps, access, present, &runs) {
+                    Ok(done) => done,
+                    Err(e) => self.fatal(Some(st), &format!("applying a diff to page {page}: {e}")),
+                };
+            if !in_place {
+                if !st.shadows.contains_key(&page) {
+                    let mut sh = vec![0u8; ps];
+                    self.read_local(st, page, &mut sh);
+                    st.shadows.insert(page, sh);
+                }
+                let sh = st.shadows.get_mut(&page).expect("inserted above");
+                for (off, b) in runs {
+                    sh[off..off + b.len()].copy_from_slice(b);
+                }
+            }
+            i = j;
+        }
+    }
+
+    /// Whether `page` has local contents, and if not, what materializing it must install: a
+    /// static page's take-over contents (only until the page first had local contents; after
+    /// that its contents come from the protocol), else nothing (zeros).
+    fn materialize_source<'a>(&'a self, st: &'a EngineState, page: PageId) -> (bool, Option<&'a [u8]>) {
+        if let Some(sh) = st.shadows.get(&page) {
+            return (false, Some(sh));
+        }
+        match st.pages.get(page) {
+            Some(e) if e.present => (true, None),
+            Some(e) if e.was_present => (false, None),
+            _ => (false, self.space.initial_contents(page)),
         }
     }
 
@@ -457,7 +575,9 @@ impl Node {
             }
             Msg::Sync(m) => {
                 let mut evs = Vec::new();
-                st.sync.on_message(from, &m, &mut evs);
+                if !st.sems.on_message(from, &m, &mut evs) {
+                    st.sync.on_message(from, &m, &mut evs);
+                }
                 self.run_sync_events(st, evs);
             }
             Msg::Goodbye => {
@@ -468,9 +588,11 @@ impl Node {
                     }
                 }
             }
-            Msg::Abort { reason } => {
-                eprintln!("svm: node {}: the job was aborted by {reason}", self.me);
-                crate::sys::exit_now(EXIT_FAILURE);
+            Msg::Abort { reason, code } => {
+                if code != 0 {
+                    eprintln!("svm: node {}: the job was ended by {reason} (status {code})", self.me);
+                }
+                crate::sys::exit_now(code);
             }
             Msg::Hello { .. } | Msg::PeerTable { .. } => {
                 self.fatal(Some(st), &format!("node {from} sent a handshake message after setup (protocol error)"));
@@ -526,8 +648,18 @@ impl Node {
                     self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices)
                 }
                 SyncEvent::TryFailed { waiter, .. } => self.complete(st, waiter, WaitResult::TryFailed),
-                SyncEvent::BarrierDone { waiters, notices, .. } => {
-                    self.start_acquire(st, waiters, WaitResult::BarrierDone, &notices)
+                SyncEvent::BarrierDone { barrier, waiters, notices } => {
+                    if barrier == GLOBAL_BARRIER {
+                        // Every node takes part in the global barrier: notices kept for locks
+                        // and semaphores from before it are now redundant (see SyncState).
+                        st.sync.clear_lock_notices();
+                        st.sems.clear_notices();
+                    }
+                    let token = Self::new_token(st);
+                    st.acquires.insert(token, AcquireCont { waiters, result: WaitResult::BarrierDone });
+                    let mut acts = Vec::new();
+                    st.protocol.on_barrier_depart(&self.ctx(), token, &notices, &mut acts);
+                    self.run_actions(st, acts, &[]);
                 }
                 SyncEvent::BarrierMismatch { waiter, expected, got, .. } => {
                     self.complete(st, waiter, WaitResult::BarrierMismatch { expected, got })
@@ -556,6 +688,11 @@ impl Node {
                     }
                     Err(_) => self.complete(st, waiter, WaitResult::NotHolder),
                 }
+            }
+            ReleaseCont::SemPost { sem, waiter } => {
+                st.sems.post(sem, notices, &mut evs);
+                self.run_sync_events(st, evs);
+                self.complete(st, waiter, WaitResult::Released);
             }
             ReleaseCont::Barrier { barrier, count, waiter } => {
                 match st.sync.barrier_arrive(barrier, count, waiter, notices, &mut evs) {
@@ -633,6 +770,26 @@ impl Node {
         r == WaitResult::Released
     }
 
+    /// Posts semaphore `id` (a release).
+    pub fn sem_post(&self, id: u64) {
+        self.wait_op(Blocked::SemPost(id), |n, st, w| {
+            let token = Self::new_token(st);
+            st.releases.insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
+            let mut acts = Vec::new();
+            st.protocol.on_release(&n.ctx(), token, &mut acts);
+            n.run_actions(st, acts, &[]);
+        });
+    }
+
+    /// Waits on semaphore `id` (an acquire once granted).
+    pub fn sem_wait(&self, id: u64) {
+        self.wait_op(Blocked::SemWait(id), |n, st, w| {
+            let mut evs = Vec::new();
+            st.sems.wait(id, w, &mut evs);
+            n.run_sync_events(st, evs);
+        });
+    }
+
     /// Waits at barrier `id` until `count` threads (over all nodes) have arrived.
     pub fn barrier(&self, id: u64, count: u32) -> WaitResult {
         let t0 = Instant::now();
@@ -644,7 +801,7 @@ impl Node {
             let token = Self::new_token(st);
             st.releases.insert(token, ReleaseCont::Barrier { barrier: id, count, waiter: w });
             let mut acts = Vec::new();
-            st.protocol.on_release(&n.ctx(), token, &mut acts);
+            st.protocol.on_barrier_arrive(&n.ctx(), token, &mut acts);
             n.run_actions(st, acts, &[]);
         });
         self.lock_state().counters.barrier_wait_ns.record(t0.elapsed().as_nanos() as u64);
@@ -698,7 +855,10 @@ impl Node {
     pub fn stats(&self) -> Stats {
         let st = self.lock_state();
         let mut c = st.counters.clone();
-        c.invalidations = st.protocol.stats().invalidations;
+        let ps = st.protocol.stats();
+        c.invalidations = ps.invalidations;
+        c.notices_sent = ps.notices_sent;
+        c.notice_invalidations = ps.notice_invalidations;
         Stats::from_counters(&c, self.me, self.nodes, self.protocol_name, self.backend.name())
     }
 
@@ -711,11 +871,13 @@ impl Node {
         let mut bufs: Vec<RecvBuf> = (0..self.nodes).map(|_| RecvBuf::new()).collect();
         let mut closed = vec![false; self.nodes as usize];
         let mut idle_polls = 0u32;
+        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let spin_polls = self.cfg.spin_polls.unwrap_or(if self.nodes as usize <= cpus { 64 } else { 0 });
         let mut last_check = Instant::now();
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
             // follows within tens of microseconds), then sleep in epoll.
-            let timeout = if idle_polls < self.cfg.spin_polls { 0 } else { 100 };
+            let timeout = if idle_polls < spin_polls { 0 } else { 100 };
             if let Err(e) = poller.wait(&mut tokens, timeout) {
                 let st = self.lock_state();
                 self.fatal(Some(&st), &format!("engine poll failed: {e}"));
@@ -725,7 +887,7 @@ impl Node {
             }
             if tokens.is_empty() {
                 idle_polls = idle_polls.saturating_add(1);
-                if idle_polls < self.cfg.spin_polls {
+                if idle_polls < spin_polls {
                     std::thread::yield_now();
                 }
             } else {

@@ -22,6 +22,9 @@ pub struct PageEntry {
     pub access: Access,
     /// The page has local contents (userfaultfd: the PTE is populated).
     pub present: bool,
+    /// The page has had local contents at some point (a static page's take-over contents no
+    /// longer apply).
+    pub was_present: bool,
     pub waiters: Vec<PageWaiter>,
 }
 
@@ -48,6 +51,7 @@ impl PageTable {
         let e = self.entry(page);
         e.access = access;
         e.present = present;
+        e.was_present |= present;
         let mut i = 0;
         while i < e.waiters.len() {
             if e.waiters[i].need <= access {

@@ -19,6 +19,13 @@
 //! - The engine delivers messages a node sends to itself through the same path as any other.
 //! - A page never installed on a node reads as zeros: the protocol may `SetAccess` a page that
 //!   was never installed (the engine materializes a zero page) and may attach such a page.
+//! - Multiple-writer protocols use twins and diffs ([`Action::MakeTwin`],
+//!   [`Action::SendDiffs`], [`Action::ApplyIncomingDiffs`], encoding in [`crate::diff`]). A
+//!   twin lives beside the page, outside the shared window: lowering a page's protection does
+//!   not touch its twin. A protocol never lowers a page that has a twin to `None` before its
+//!   diff was sent (`SendDiffs` drops the twin); the simulator reports that as a protocol bug.
+//! - Lock grants and barrier departures carry the write notices the protocol returned from
+//!   its releases (`ReleaseDone { notices }`), see `crate::sync`.
 
 pub use svm_comm::wire::{Access, NodeId, PageId, ProtoMsg};
 
@@ -39,6 +46,26 @@ pub enum Action {
     ReleaseDone { token: u64, notices: Vec<PageId> },
     /// An acquire started by `on_acquire(token)` has completed.
     AcquireDone { token: u64 },
+    /// Copy the current local contents of `page` into a *twin* kept by the engine (a page never
+    /// installed twins as zeros). The protocol emits it while the page is not writable, before
+    /// the `SetAccess Write` that lets threads write it, so the twin holds exactly the
+    /// contents before the first write. Emitting it for a page that already has a twin is a
+    /// protocol bug (the simulator reports it; the engine may fail the job).
+    MakeTwin { page: PageId },
+    /// For each page of `pages`, in order: encode the word-granular diff of the page's current
+    /// local contents against its twin (`crate::diff::encode`), then drop the twin; send `msg`
+    /// to `to` with all those diffs concatenated as the frame's raw data (one message per
+    /// destination: the protocol batches). Every page must have a twin (a protocol bug
+    /// otherwise). The diffs are computed when the action executes, so the protocol lowers
+    /// the pages to `Read` first (an earlier `SetAccess`) to keep writes from slipping in
+    /// between the diff and the twin's removal. An empty `pages` sends `msg` with no data.
+    SendDiffs { to: NodeId, msg: ProtoMsg, pages: Vec<PageId> },
+    /// Apply the diffs carried as raw data by the message being handled (`crate::diff::apply`)
+    /// to the local contents of the pages they name (materializing a zero page for a page not
+    /// present here), without changing any protection and without waking anyone. Only valid
+    /// inside `on_message`; with no data it does nothing. Malformed diff data is a fatal
+    /// error (nothing is applied).
+    ApplyIncomingDiffs,
 }
 
 /// What the protocol may ask the engine about (pure queries, no side effects).
@@ -71,12 +98,28 @@ impl<F: Fn(PageId) -> NodeId> Context for StaticContext<F> {
 }
 
 /// Protocol counters the engine folds into the node's statistics.
+///
+/// Byte counts of diffs are not here: the protocol never sees page contents. The engine (and
+/// the simulator's `RunStats`) count diff bytes when executing `SendDiffs` and
+/// `ApplyIncomingDiffs`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProtocolStats {
-    /// Invalidations this node performed on its own copies.
+    /// Invalidations this node performed on its own copies (for any reason).
     pub invalidations: u64,
     /// Ownership transfers this node received.
     pub ownership_received: u64,
+    /// Twins made (`MakeTwin` actions).
+    pub twins_made: u64,
+    /// Page diffs this node created (pages named by its `SendDiffs` actions).
+    pub diffs_created: u64,
+    /// Page diffs this node applied as a home (pages whose diffs came with messages it
+    /// applied with `ApplyIncomingDiffs`).
+    pub diffs_applied: u64,
+    /// Write notices this node handed to the sync layer (`ReleaseDone { notices }`).
+    pub notices_sent: u64,
+    /// Invalidations of this node's copies caused by write notices received at an acquire or
+    /// a barrier departure (included in `invalidations`).
+    pub notice_invalidations: u64,
 }
 
 /// A page coherence protocol (one instance per node per protocol in use).
@@ -98,13 +141,30 @@ pub trait Protocol: Send {
         out: &mut Vec<Action>,
     );
 
-    /// A local thread is about to release a lock or arrive at a barrier. The protocol must
-    /// eventually emit `ReleaseDone { token }` (immediately if it has nothing to do).
+    /// A local thread is about to release a lock. The protocol must eventually emit
+    /// `ReleaseDone { token }` (immediately if it has nothing to do); the sync layer passes the
+    /// lock on only after it. (Barrier arrivals go to [`Protocol::on_barrier_arrive`].)
     fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>);
 
-    /// A local thread has been granted a lock or left a barrier carrying `notices`. The
-    /// protocol must eventually emit `AcquireDone { token }`.
+    /// A local thread has been granted a lock carrying `notices` (for a grant handed over
+    /// locally, without the manager, `notices` is empty). The protocol must eventually emit
+    /// `AcquireDone { token }`. (Barrier departures go to [`Protocol::on_barrier_depart`].)
     fn on_acquire(&mut self, ctx: &dyn Context, token: u64, notices: &[PageId], out: &mut Vec<Action>);
+
+    /// A local thread arrives at a barrier: a release of everything this node wrote (the
+    /// *global scope*). Same contract as [`Protocol::on_release`]; the notices returned go to
+    /// the barrier's manager, which hands their union to every node at departure. The engine
+    /// calls this (not `on_release`) at barrier arrivals. Default: `on_release`.
+    fn on_barrier_arrive(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        self.on_release(ctx, token, out)
+    }
+
+    /// This node's threads leave a barrier; `notices` is the union of the notices of every
+    /// arrival. Same contract as [`Protocol::on_acquire`]. The engine calls this (not
+    /// `on_acquire`) at barrier departures. Default: `on_acquire`.
+    fn on_barrier_depart(&mut self, ctx: &dyn Context, token: u64, notices: &[PageId], out: &mut Vec<Action>) {
+        self.on_acquire(ctx, token, notices, out)
+    }
 
     /// Counters for statistics.
     fn stats(&self) -> ProtocolStats {

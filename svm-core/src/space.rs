@@ -38,6 +38,20 @@ pub enum SpaceError {
     BadFree { addr: usize },
 }
 
+/// Page ids of static segments start here (window pages are numbered from 0).
+pub const STATIC_PAGE_BASE: PageId = 1 << 48;
+
+/// A static segment of the program (its writable data) managed like the window.
+#[derive(Debug)]
+struct StaticSeg {
+    base: usize,
+    size: usize,
+    first: PageId,
+    home: NodeId,
+    /// Contents at take-over, on the home only: what the home's pages hold until first written.
+    initial: Option<Vec<u8>>,
+}
+
 #[derive(Debug, Clone)]
 struct Region {
     start: PageId,
@@ -98,6 +112,7 @@ pub struct Space {
     collective: Mutex<Arena>,
     local: Mutex<Arena>,
     regions: RwLock<Vec<Region>>,
+    statics: Vec<StaticSeg>,
 }
 
 /// Alignment of small allocations (pages for anything of a page or more).
@@ -119,7 +134,32 @@ impl Space {
             collective: Mutex::new(Arena::new(base, base + half)),
             local: Mutex::new(Arena::new(my_start, my_start + node_arena_size)),
             regions: RwLock::new(Vec::new()),
+            statics: Vec::new(),
         }
+    }
+
+    /// Adds a static segment `[base, base+size)` (page aligned) homed on `home`; `initial` is
+    /// its contents at take-over (kept on the home only).
+    pub fn add_static(&mut self, base: usize, size: usize, home: NodeId, initial: Vec<u8>) {
+        let first = self.statics.last().map(|s| s.first + (s.size / self.page_size) as u64).unwrap_or(STATIC_PAGE_BASE);
+        let initial = (home == self.me).then_some(initial);
+        self.statics.push(StaticSeg { base, size, first, home, initial });
+    }
+
+    fn static_of_addr(&self, addr: usize) -> Option<&StaticSeg> {
+        self.statics.iter().find(|s| addr >= s.base && addr < s.base + s.size)
+    }
+
+    fn static_of_page(&self, page: PageId) -> Option<&StaticSeg> {
+        self.statics.iter().find(|s| page >= s.first && page < s.first + (s.size / self.page_size) as u64)
+    }
+
+    /// The contents a static page had at take-over, on its home (None elsewhere and for window
+    /// pages, which start as zeros).
+    pub fn initial_contents(&self, page: PageId) -> Option<&[u8]> {
+        let s = self.static_of_page(page)?;
+        let off = ((page - s.first) as usize) * self.page_size;
+        s.initial.as_ref().map(|v| &v[off..off + self.page_size])
     }
 
     pub fn base(&self) -> usize {
@@ -135,15 +175,27 @@ impl Space {
         self.nodes
     }
 
+    /// Whether `addr` is shared memory: in the window or in a static segment.
     pub fn contains(&self, addr: usize) -> bool {
-        addr >= self.base && addr < self.base + self.size
+        (addr >= self.base && addr < self.base + self.size) || self.static_of_addr(addr).is_some()
     }
-    /// Page index of a window address.
+    /// Page id of a shared address (see [`Space::contains`]).
     pub fn page_of(&self, addr: usize) -> PageId {
-        ((addr - self.base) >> self.page_shift) as PageId
+        if addr >= self.base && addr < self.base + self.size {
+            return ((addr - self.base) >> self.page_shift) as PageId;
+        }
+        match self.static_of_addr(addr) {
+            Some(s) => s.first + ((addr - s.base) >> self.page_shift) as PageId,
+            None => panic!("address {addr:#x} is not shared memory"),
+        }
     }
-    /// Window address of a page.
+    /// Address of a page.
     pub fn page_addr(&self, page: PageId) -> usize {
+        if page >= STATIC_PAGE_BASE {
+            if let Some(s) = self.static_of_page(page) {
+                return s.base + (((page - s.first) as usize) << self.page_shift);
+            }
+        }
         self.base + ((page as usize) << self.page_shift)
     }
     fn collective_end(&self) -> usize {
@@ -152,6 +204,9 @@ impl Space {
 
     /// Home (manager) of a page.
     pub fn home(&self, page: PageId) -> NodeId {
+        if page >= STATIC_PAGE_BASE {
+            return self.static_of_page(page).map(|s| s.home).unwrap_or(0);
+        }
         let addr = self.page_addr(page);
         let cend = self.collective_end();
         if addr >= cend {
@@ -180,6 +235,9 @@ impl Space {
     /// there so far: another node is ahead of us in the collective call sequence, and requests
     /// for it must wait until we catch up (its home is not known yet).
     pub fn is_unknown_collective(&self, page: PageId) -> bool {
+        if page >= STATIC_PAGE_BASE {
+            return false;
+        }
         let addr = self.page_addr(page);
         if addr >= self.collective_end() {
             return false;
@@ -277,6 +335,22 @@ mod tests {
         s0.free_local(x).unwrap();
         assert_eq!(s0.free_local(x), Err(SpaceError::BadFree { addr: x }));
         assert_eq!(s0.alloc_local(10).unwrap(), x);
+    }
+
+    #[test]
+    fn static_segments_have_their_own_page_ids_and_home() {
+        let mut s = Space::new(B, 1 << 30, 4096, 1, 2);
+        s.add_static(0x55_0000, 3 * 4096, 0, vec![7u8; 3 * 4096]);
+        let p = s.page_of(0x55_1008);
+        assert_eq!(p, STATIC_PAGE_BASE + 1);
+        assert_eq!(s.page_addr(p), 0x55_1000);
+        assert_eq!(s.home(p), 0);
+        assert!(s.contains(0x55_2fff) && !s.contains(0x55_3000));
+        assert_eq!(s.initial_contents(p), None, "initial contents are kept on the home only");
+        let mut h = Space::new(B, 1 << 30, 4096, 0, 2);
+        h.add_static(0x55_0000, 3 * 4096, 0, vec![7u8; 3 * 4096]);
+        assert_eq!(h.initial_contents(STATIC_PAGE_BASE + 2).map(|c| c[0]), Some(7));
+        assert!(!h.is_unknown_collective(STATIC_PAGE_BASE));
     }
 
     #[test]

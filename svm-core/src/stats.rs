@@ -111,6 +111,13 @@ pub struct Counters {
     pub msgs: BTreeMap<&'static str, MsgCount>,
     pub lock_acquire_ns: Histogram,
     pub barrier_wait_ns: Histogram,
+    pub twins_made: u64,
+    pub diffs_created: u64,
+    pub diffs_applied: u64,
+    pub diff_bytes_sent: u64,
+    pub diff_bytes_applied: u64,
+    pub notices_sent: u64,
+    pub notice_invalidations: u64,
 }
 
 /// A snapshot of one node's statistics.
@@ -133,6 +140,13 @@ pub struct Stats {
     pub messages: BTreeMap<&'static str, MsgCount>,
     pub lock_acquire_latency: LatencySummary,
     pub barrier_wait: LatencySummary,
+    pub twins_made: u64,
+    pub diffs_created: u64,
+    pub diffs_applied: u64,
+    pub diff_bytes_sent: u64,
+    pub diff_bytes_applied: u64,
+    pub notices_sent: u64,
+    pub notice_invalidations: u64,
 }
 
 impl Stats {
@@ -155,6 +169,13 @@ impl Stats {
             messages: c.msgs.clone(),
             lock_acquire_latency: c.lock_acquire_ns.summary(),
             barrier_wait: c.barrier_wait_ns.summary(),
+            twins_made: c.twins_made,
+            diffs_created: c.diffs_created,
+            diffs_applied: c.diffs_applied,
+            diff_bytes_sent: c.diff_bytes_sent,
+            diff_bytes_applied: c.diff_bytes_applied,
+            notices_sent: c.notices_sent,
+            notice_invalidations: c.notice_invalidations,
         }
     }
 
@@ -190,6 +211,16 @@ impl fmt::Display for Stats {
             f,
             "  pages                  fetched={} ({} bytes) served={} invalidations={}",
             self.pages_fetched, self.bytes_fetched, self.pages_served, self.invalidations
+        )?;
+        writeln!(
+            f,
+            "  diffs                  twins={} created={} ({} B) applied={} ({} B)",
+            self.twins_made, self.diffs_created, self.diff_bytes_sent, self.diffs_applied, self.diff_bytes_applied
+        )?;
+        writeln!(
+            f,
+            "  write notices          sent={} invalidations caused={}",
+            self.notices_sent, self.notice_invalidations
         )?;
         lat(f, "lock acquire", &self.lock_acquire_latency)?;
         lat(f, "barrier wait", &self.barrier_wait)?;

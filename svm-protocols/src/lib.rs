@@ -1,10 +1,15 @@
-//! svm-protocols: one file per coherence protocol, each implementing `svm_core::protocol::Protocol`,
+//! svm-protocols: one file per coherence protocol (`sc-mw` and `scope` share `home_mw`), each implementing `svm_core::protocol::Protocol`,
 //! and the deterministic in-memory cluster that runs them all through one conformance suite.
 
+mod home_mw;
+pub mod sc_multi_writer;
 pub mod sc_single_writer;
+pub mod scope;
 pub mod sim;
 
+pub use sc_multi_writer::ScMultiWriter;
 pub use sc_single_writer::ScSingleWriter;
+pub use scope::Scope;
 
 use svm_core::protocol::Protocol;
 
@@ -12,6 +17,8 @@ use svm_core::protocol::Protocol;
 pub fn by_name(name: &str) -> Option<Box<dyn Protocol>> {
     match name {
         "sc-sw" => Some(Box::new(ScSingleWriter::new())),
+        "sc-mw" => Some(Box::new(ScMultiWriter::new())),
+        "scope" => Some(Box::new(Scope::new())),
         _ => None,
     }
 }

@@ -222,6 +222,9 @@ impl ScSingleWriter {
                 access,
                 with_data,
             } => self.install_grant(ctx, page, access, with_data, from, out),
+            // Multiple-writer traffic never reaches an sc-sw instance (each region has one
+            // protocol); a stray one is ignored like any other stray message.
+            ProtoMsg::Diffs { .. } | ProtoMsg::DiffAck { .. } => {}
         }
     }
 

@@ -4,10 +4,22 @@
 //! programs of [`Op`]s.
 //!
 //! The cluster executes protocol [`Action`]s and sync [`SyncEvent`]s exactly as the engine does
-//! (see `svm_core::protocol`): in order; `SetAccess` to `None` may drop a node's copy; a page
-//! never installed reads as zeros; `attach` reads the sender's page when the action executes; a
-//! thread blocked on a fault is woken when an action raises the page's access to what it needs,
-//! and then retries its access (faulting again if it lost the race).
+//! (see `svm_core::protocol`): in order; `SetAccess` to `None` may drop a node's copy (see
+//! [`Discard`]); a page never installed reads as zeros; `attach` reads the sender's page when
+//! the action executes; a thread blocked on a fault is woken when an action raises the page's
+//! access to what it needs, and then retries its access (faulting again if it lost the race).
+//! Twins and diffs: `MakeTwin` copies the node's current contents of the page (zeros if never
+//! installed); `SendDiffs` encodes each page against its twin with `svm_core::diff::encode`
+//! when it executes, drops the twins and sends the concatenation as the message's data;
+//! `ApplyIncomingDiffs` decodes the incoming data with `svm_core::diff::apply` into the
+//! node's contents (materializing zero pages), leaving access untouched. Contract violations
+//! (twin made twice, `SendDiffs` of a page without a twin, lowering a twinned page to `None`,
+//! malformed diffs) fail the run with [`SimErrorKind::Protocol`].
+//!
+//! Barriers: arrivals call `Protocol::on_barrier_arrive`, departures
+//! `Protocol::on_barrier_depart`. When a barrier in which every simulated thread takes part
+//! completes on a node, the cluster calls `SyncState::clear_lock_notices` on that node before
+//! the departure hook, as the engine does after a global barrier.
 //!
 //! At every step a seeded RNG picks one enabled step: deliver the head of any non-empty channel,
 //! or run one instruction of any runnable thread. Message delays and interleavings are therefore
@@ -51,6 +63,9 @@ pub enum Discard {
     NotHome,
     /// Keep the contents (only the protection changes).
     Never,
+    /// Drop the contents on every node, the home included: what the real userfaultfd engine
+    /// does (it `MADV_DONTNEED`s the page on every `SetAccess None`).
+    Always,
 }
 
 /// How a simulated cluster is built.
@@ -92,6 +107,12 @@ impl SimConfig {
 
     pub fn page_size(mut self, bytes: usize) -> Self {
         self.page_size = bytes;
+        self
+    }
+
+    /// How many recent events an error dump shows.
+    pub fn trace(mut self, events: usize) -> Self {
+        self.trace_len = events;
         self
     }
 
@@ -187,6 +208,17 @@ pub struct RunStats {
     /// Protocol messages that carried a page.
     pub pages_sent: u64,
     pub sync_messages: u64,
+    /// Protocol messages sent by `SendDiffs`.
+    pub diff_messages: u64,
+    /// Bytes of diff data sent (headers included).
+    pub diff_bytes_sent: u64,
+    /// Payload bytes written into pages by `ApplyIncomingDiffs`.
+    pub diff_bytes_applied: u64,
+    /// Twins made.
+    pub twins: u64,
+    /// Largest number of write notices held at lock managers over the whole cluster, sampled
+    /// after every sync message delivery.
+    pub peak_lock_notices: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,7 +307,7 @@ impl fmt::Display for TraceEv {
                 write!(
                     f,
                     "deliver {from} -> {to}: {msg:?}{}",
-                    if *data { " + page" } else { "" }
+                    if *data { " + data" } else { "" }
                 )
             }
             TraceEv::Sync { from, to, msg } => write!(f, "deliver {from} -> {to}: {msg:?}"),
@@ -310,6 +342,7 @@ struct SimNode {
     sync: SyncState,
     mem: HashMap<PageId, Vec<u8>>,
     access: HashMap<PageId, Access>,
+    twins: HashMap<PageId, Vec<u8>>,
     pending: HashMap<u64, Pending>,
     next_token: u64,
 }
@@ -367,6 +400,7 @@ impl Cluster {
                 sync: SyncState::new(me, cfg.nodes),
                 mem: HashMap::new(),
                 access: HashMap::new(),
+                twins: HashMap::new(),
                 pending: HashMap::new(),
                 next_token: 1,
             })
@@ -458,6 +492,22 @@ impl Cluster {
 
     pub fn protocol(&self, node: NodeId) -> &dyn Protocol {
         &*self.nodes[node as usize].proto
+    }
+
+    /// The dump an error would carry (threads, pages in play, recent events), on demand: for
+    /// a test that finds a wrong result in a run that did not fail.
+    pub fn dump_now(&self, why: &str) -> String {
+        self.dump(&SimErrorKind::BadProgram(why.to_string()))
+    }
+
+    /// A node's synchronization state (lock notices kept at managers, ...).
+    pub fn sync_state(&self, node: NodeId) -> &SyncState {
+        &self.nodes[node as usize].sync
+    }
+
+    /// Whether `node` holds a twin of `page`.
+    pub fn has_twin(&self, node: NodeId, page: PageId) -> bool {
+        self.nodes[node as usize].twins.contains_key(&page)
     }
 
     pub fn protocol_stats(&self, node: NodeId) -> ProtocolStats {
@@ -565,6 +615,12 @@ impl Cluster {
                 });
                 let mut ev = Vec::new();
                 self.nodes[to as usize].sync.on_message(from, &msg, &mut ev);
+                let held: usize = self
+                    .nodes
+                    .iter()
+                    .map(|nd| nd.sync.lock_notice_count())
+                    .sum();
+                self.stats.peak_lock_notices = self.stats.peak_lock_notices.max(held as u64);
                 self.sync_events(to, ev)
             }
         }
@@ -653,10 +709,15 @@ impl Cluster {
     fn start_release(&mut self, tid: ThreadId, p: Pending) -> SimResult {
         let node = self.threads[tid].node;
         let nd = &mut self.nodes[node as usize];
+        let barrier = matches!(p, Pending::Arrive { .. });
         let token = nd.token(p);
         self.threads[tid].state = ThreadState::Release(token);
         let mut out = Vec::new();
-        nd.proto.on_release(&nd.ctx, token, &mut out);
+        if barrier {
+            nd.proto.on_barrier_arrive(&nd.ctx, token, &mut out);
+        } else {
+            nd.proto.on_release(&nd.ctx, token, &mut out);
+        }
         self.exec(node, out, None)
     }
 
@@ -722,7 +783,62 @@ impl Cluster {
                     self.stats.pages_sent += data.is_some() as u64;
                     self.chans[node as usize * self.n + to as usize].push_back(Payload::Proto { msg, data });
                 }
-                Action::SetAccess { page, access } => self.set_access(node, page, access),
+                Action::SetAccess { page, access } => {
+                    if access == Access::None && self.nodes[node as usize].twins.contains_key(&page) {
+                        return Err(SimErrorKind::Protocol(format!(
+                            "node {node}: SetAccess None on page {page}, which has a twin (its writes would be lost)"
+                        )));
+                    }
+                    self.set_access(node, page, access)
+                }
+                Action::MakeTwin { page } => {
+                    let nd = &mut self.nodes[node as usize];
+                    let cur = nd.mem.get(&page).cloned().unwrap_or_else(|| self.zero_page.clone());
+                    if nd.twins.insert(page, cur).is_some() {
+                        return Err(SimErrorKind::Protocol(format!("node {node}: MakeTwin of page {page}, which already has a twin")));
+                    }
+                    self.stats.twins += 1;
+                }
+                Action::SendDiffs { to, msg, pages } => {
+                    if to as usize >= self.n {
+                        return Err(SimErrorKind::Protocol(format!("node {node} sent {msg:?} to unknown node {to}")));
+                    }
+                    let nd = &mut self.nodes[node as usize];
+                    let mut data = Vec::new();
+                    for &p in &pages {
+                        let Some(twin) = nd.twins.remove(&p) else {
+                            return Err(SimErrorKind::Protocol(format!(
+                                "node {node}: SendDiffs {msg:?} names page {p}, which has no twin"
+                            )));
+                        };
+                        let cur = nd.mem.get(&p).unwrap_or(&self.zero_page);
+                        svm_core::diff::encode(p, &twin, cur, &mut data);
+                    }
+                    self.stats.proto_messages += 1;
+                    self.stats.diff_messages += 1;
+                    self.stats.diff_bytes_sent += data.len() as u64;
+                    let data = if pages.is_empty() { None } else { Some(data) };
+                    self.chans[node as usize * self.n + to as usize].push_back(Payload::Proto { msg, data });
+                }
+                Action::ApplyIncomingDiffs => {
+                    let Some(d) = incoming else {
+                        // No data came with the message: nothing to apply.
+                        continue;
+                    };
+                    let ps = self.cfg.page_size;
+                    let nd = &mut self.nodes[node as usize];
+                    let mut touched = Vec::new();
+                    let r = svm_core::diff::apply(d, ps, |p, off, bytes| {
+                        let m = nd.mem.entry(p).or_insert_with(|| vec![0; ps]);
+                        m[off..off + bytes.len()].copy_from_slice(bytes);
+                        touched.push((node, p));
+                    });
+                    match r {
+                        Ok(sum) => self.stats.diff_bytes_applied += sum.bytes as u64,
+                        Err(e) => return Err(SimErrorKind::Protocol(format!("node {node}: bad incoming diffs: {e}"))),
+                    }
+                    self.touched.extend(touched);
+                }
                 Action::InstallIncoming { page, access } => match incoming {
                     Some(d) if d.len() == self.cfg.page_size => {
                         self.nodes[node as usize].mem.insert(page, d.to_vec());
@@ -787,10 +903,12 @@ impl Cluster {
 
     fn set_access(&mut self, node: NodeId, page: PageId, access: Access) {
         let nd = &mut self.nodes[node as usize];
-        if access == Access::None
-            && self.cfg.discard == Discard::NotHome
-            && nd.ctx.home(page) != node
-        {
+        let discard = match self.cfg.discard {
+            Discard::Never => false,
+            Discard::NotHome => nd.ctx.home(page) != node,
+            Discard::Always => true,
+        };
+        if access == Access::None && discard {
             nd.mem.remove(&page);
         }
         nd.access.insert(page, access);
@@ -836,7 +954,15 @@ impl Cluster {
                         .iter()
                         .map(|&w| self.check_waiter(node, w))
                         .collect::<SimResult<Vec<_>>>()?;
-                    self.start_acquire(node, tids, &notices)?;
+                    let all = self.threads.len();
+                    let global = tids.first().is_some_and(|&t| {
+                        let t = &self.threads[t];
+                        matches!(t.prog[t.pc], Op::Barrier { count, .. } if count as usize == all)
+                    });
+                    if global {
+                        self.nodes[node as usize].sync.clear_lock_notices();
+                    }
+                    self.start_barrier_depart(node, tids, &notices)?;
                 }
                 SyncEvent::TryFailed { waiter, .. } => {
                     let tid = self.check_waiter(node, waiter)?;
@@ -874,6 +1000,23 @@ impl Cluster {
         }
         let mut out = Vec::new();
         nd.proto.on_acquire(&nd.ctx, token, notices, &mut out);
+        self.exec(node, out, None)
+    }
+
+    fn start_barrier_depart(
+        &mut self,
+        node: NodeId,
+        tids: Vec<ThreadId>,
+        notices: &[PageId],
+    ) -> SimResult {
+        let nd = &mut self.nodes[node as usize];
+        let token = nd.token(Pending::Acquire { tids: tids.clone() });
+        for tid in tids {
+            self.threads[tid].state = ThreadState::Acquire(token);
+        }
+        let mut out = Vec::new();
+        nd.proto
+            .on_barrier_depart(&nd.ctx, token, notices, &mut out);
         self.exec(node, out, None)
     }
 
@@ -960,7 +1103,7 @@ impl Cluster {
         }
         for ev in &self.trace {
             if let TraceEv::Proto { msg, .. } = ev {
-                pages.push(proto_page(msg));
+                pages.push(msg.page());
             }
         }
         pages.sort_unstable();
@@ -1006,19 +1149,6 @@ fn set_reg(regs: &mut Vec<u64>, reg: usize, v: u64) {
         regs.resize(reg + 1, 0);
     }
     regs[reg] = v;
-}
-
-fn proto_page(msg: &ProtoMsg) -> PageId {
-    match *msg {
-        ProtoMsg::ReadReq { page }
-        | ProtoMsg::WriteReq { page }
-        | ProtoMsg::FwdRead { page, .. }
-        | ProtoMsg::FwdWrite { page, .. }
-        | ProtoMsg::Inval { page }
-        | ProtoMsg::InvalAck { page }
-        | ProtoMsg::Grant { page, .. }
-        | ProtoMsg::Done { page } => page,
-    }
 }
 
 #[cfg(test)]
@@ -1103,7 +1233,7 @@ mod tests {
         fn stats(&self) -> ProtocolStats {
             ProtocolStats {
                 invalidations: self.faults as u64,
-                ownership_received: 0,
+                ..ProtocolStats::default()
             }
         }
         fn describe(&self, page: PageId) -> String {

@@ -1,8 +1,10 @@
 //! `pagefault [MIB]`: the cost of a remote read fault. Rank 0 fills MIB MiB (default 32), homed
 //! on itself, with a known pattern; after a barrier every other rank reads one word of every page
 //! (so each page is fetched once) and checks it against the pattern. Each reading rank prints
-//! `us_per_page=<µs per page of its read pass> pages=<n> mib=<m>`. With one node rank 0 reads its
-//! own (local) pages and prints the same line.
+//! `us_per_page=<µs per page of its read pass> pages=<n> mib=<m> tcp_rtt_us=<x> ratio_to_rtt=<r>`,
+//! where `tcp_rtt_us` is the median round trip of a 32-byte ping-pong over TCP loopback between
+//! two threads, measured in the same run as the baseline. With one node rank 0 reads its own
+//! (local) pages and prints the same line.
 //!
 //! ```text
 //! svmrun -n 2 target/release/examples/pagefault 32
@@ -20,6 +22,40 @@ const WORDS_PER_PAGE: usize = PAGE / std::mem::size_of::<u64>();
 const CHUNK_WORDS: usize = 16 * WORDS_PER_PAGE;
 
 type BoxError = Box<dyn std::error::Error>;
+
+/// Median round trip (µs) of a 32-byte ping-pong over TCP loopback (TCP_NODELAY) between two
+/// threads, over `rounds` round trips.
+fn tcp_loopback_rtt_us(rounds: usize) -> Result<f64, BoxError> {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = listener.accept()?;
+        s.set_nodelay(true)?;
+        let mut buf = [0u8; 32];
+        loop {
+            match s.read_exact(&mut buf) {
+                Ok(()) => s.write_all(&buf)?,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    });
+    let mut c = std::net::TcpStream::connect(addr)?;
+    c.set_nodelay(true)?;
+    let mut buf = [7u8; 32];
+    let mut samples = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        c.write_all(&buf)?;
+        c.read_exact(&mut buf)?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(c);
+    echo.join().map_err(|_| "echo thread panicked")??;
+    samples.sort_by(|a, b| a.total_cmp(b));
+    Ok(samples[samples.len() / 2])
+}
 
 fn parse_args() -> Result<Option<usize>, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -81,9 +117,13 @@ fn run(mib: usize) -> Result<bool, BoxError> {
             }
         }
         let us = t0.elapsed().as_secs_f64() * 1e6;
+        let per_page = us / pages as f64;
+        // The baseline, measured in the same run on the same machine: a plain TCP loopback
+        // round trip of a request-sized message between two threads of this process.
+        let rtt = tcp_loopback_rtt_us(2000)?;
         println!(
-            "us_per_page={:.3} pages={pages} mib={mib}",
-            us / pages as f64
+            "us_per_page={per_page:.3} pages={pages} mib={mib} tcp_rtt_us={rtt:.3} ratio_to_rtt={:.2}",
+            per_page / rtt
         );
         if let Some((w, v)) = bad {
             eprintln!(

@@ -31,6 +31,7 @@ pub use svm_core::api::{
     stats, try_lock_id, unlock_id, Barrier, Home, Mutex, MutexGuard, Result, SharedSlice, Svm, SvmError,
     RESERVED_IDS,
 };
+pub use svm_core::api::{sem_post, sem_wait, Semaphore};
 pub use svm_core::stats::Stats;
 
 /// Joins the job started by `svmrun` (or Slurm / Open MPI with `SVM_COORD`); without a launcher

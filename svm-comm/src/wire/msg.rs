@@ -33,8 +33,9 @@ pub enum Msg {
     Sync(SyncMsg),
     /// Orderly shutdown: the sender has finished and will send nothing but replies.
     Goodbye,
-    /// The sender is failing the job; every receiver exits non-zero with this reason.
-    Abort { reason: String },
+    /// The sender is ending the job; every receiver exits with status `code` (non-zero unless a
+    /// program ended the job on purpose with `exit(0)`), printing `reason`.
+    Abort { reason: String, code: i32 },
 }
 
 /// Messages of the page coherence protocols. Raw page contents travel as the frame's data.
@@ -56,6 +57,16 @@ pub enum ProtoMsg {
     Grant { page: PageId, access: Access, with_data: bool },
     /// Requester → manager: a grant sent by a third node has been installed.
     Done { page: PageId },
+    /// Writer → home (multiple-writer protocols): the frame's data holds the diffs of the
+    /// pages `diffed`, in that order (`svm_core::diff` encoding); `pushed` names further pages
+    /// this writer changed whose diffs already reached the home in earlier messages (the home
+    /// treats both as written by the sender at this release). The home answers
+    /// `DiffAck { token }` once the diffs are applied and whatever the protocol requires is
+    /// done (sc-mw: every other copy invalidated).
+    Diffs { token: u64, diffed: Vec<PageId>, pushed: Vec<PageId> },
+    /// Home → writer: the `Diffs` with this `token` is done; `page` is that message's first
+    /// page (see [`ProtoMsg::page`]).
+    DiffAck { token: u64, page: PageId },
 }
 
 /// Messages of the synchronization objects. Each object's manager is `id % nodes`.
@@ -70,20 +81,36 @@ pub enum SyncMsg {
     LockGrant { lock: u64, notices: Vec<PageId> },
     /// Lock manager → node: answer to `LockTry` when the lock is held.
     LockBusy { lock: u64 },
-    /// Node → lock manager: the node gives the lock back.
-    LockRelease { lock: u64, notices: Vec<PageId> },
+    /// Node → lock manager: the node gives the lock back. `epoch` is the sender's count of
+    /// completed global barriers when it sent this (see `SyncState::clear_lock_notices`): the
+    /// manager keeps each notice with the newest epoch it came with and garbage-collects
+    /// notices older than its own epoch.
+    LockRelease { lock: u64, notices: Vec<PageId>, epoch: u64 },
     /// Node → barrier manager: one thread arrived; `count` is the caller's participant count.
     BarrierArrive { barrier: u64, count: u32, notices: Vec<PageId> },
     /// Barrier manager → node: the barrier is complete; wake `arrivals` threads of this node.
     BarrierRelease { barrier: u64, arrivals: u32, notices: Vec<PageId> },
     /// Barrier manager → node: an arrival named a count that differs from the round's.
     BarrierMismatch { barrier: u64, expected: u32, got: u32 },
+    /// Node → semaphore manager: one local thread waits.
+    SemWait { sem: u64 },
+    /// Node → semaphore manager: a post, with the poster's write notices.
+    SemPost { sem: u64, notices: Vec<PageId> },
+    /// Semaphore manager → node: one of the node's waits is granted.
+    SemGrant { sem: u64, notices: Vec<PageId> },
 }
 
 impl ProtoMsg {
-    /// The page every protocol message is about.
+    /// The page a protocol message is about. A batch message (`Diffs`) names several pages:
+    /// this returns the first of `diffed`, else the first of `pushed`, else 0; a `DiffAck`
+    /// returns the first page of the `Diffs` it answers. (The engine uses this only to defer
+    /// messages about collective pages this node has not allocated yet: the pages of one
+    /// batch belong to regions the sender had allocated when it wrote them, and the first
+    /// one stands for the batch.)
     pub fn page(&self) -> PageId {
         match self {
+            ProtoMsg::Diffs { diffed, pushed, .. } => diffed.first().or(pushed.first()).copied().unwrap_or(0),
+            ProtoMsg::DiffAck { page, .. } => *page,
             ProtoMsg::ReadReq { page }
             | ProtoMsg::WriteReq { page }
             | ProtoMsg::FwdRead { page, .. }
@@ -123,6 +150,8 @@ impl Msg {
                 ProtoMsg::InvalAck { .. } => "inval_ack",
                 ProtoMsg::Grant { .. } => "grant",
                 ProtoMsg::Done { .. } => "done",
+                ProtoMsg::Diffs { .. } => "diffs",
+                ProtoMsg::DiffAck { .. } => "diff_ack",
             },
             Msg::Sync(s) => match s {
                 SyncMsg::LockAcquire { .. } => "lock_acquire",
@@ -133,6 +162,9 @@ impl Msg {
                 SyncMsg::BarrierArrive { .. } => "barrier_arrive",
                 SyncMsg::BarrierRelease { .. } => "barrier_release",
                 SyncMsg::BarrierMismatch { .. } => "barrier_mismatch",
+                SyncMsg::SemWait { .. } => "sem_wait",
+                SyncMsg::SemPost { .. } => "sem_post",
+                SyncMsg::SemGrant { .. } => "sem_grant",
             },
             Msg::Goodbye => "goodbye",
             Msg::Abort { .. } => "abort",

@@ -12,7 +12,7 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
         (Msg::Sync(SyncMsg::LockGrant { lock: 9, notices: vec![1, 2, 3] }), vec![]),
         (Msg::Sync(SyncMsg::BarrierArrive { barrier: 0, count: 4, notices: vec![] }), vec![]),
         (Msg::Goodbye, vec![]),
-        (Msg::Abort { reason: "node 2 lost".into() }, vec![1, 2, 3]),
+        (Msg::Abort { reason: "node 2 lost".into(), code: 70 }, vec![1, 2, 3]),
     ]
 }
 

@@ -37,15 +37,33 @@ pub trait FaultBackend: Send + Sync {
     /// Moves pending faults into `out`.
     fn take_faults(&self, out: &mut Vec<Fault>) -> Result<(), SysError>;
     /// Changes the protection of a page from `old` to `new`; `present` says whether it has local
-    /// contents. Returns the new `present`. Raising access wakes threads faulting on the page.
-    fn set_access(&self, addr: usize, len: usize, old: Access, new: Access, present: bool) -> Result<bool, SysError>;
+    /// contents. A page that is not present is materialized from `initial` (a static page's
+    /// contents at take-over) or as zeros. Returns the new `present`. Raising access wakes
+    /// threads faulting on the page.
+    fn set_access(
+        &self,
+        addr: usize,
+        len: usize,
+        old: Access,
+        new: Access,
+        present: bool,
+        initial: Option<&[u8]>,
+    ) -> Result<bool, SysError>;
     /// Installs `data` as the page's contents with protection `access` (Read or Write); wakes
     /// threads faulting on it. Returns the new `present`.
     fn install(&self, addr: usize, data: &[u8], access: Access, present: bool) -> Result<bool, SysError>;
-    /// Copies the page's local contents into `dst` (zeros if not present).
-    fn read(&self, addr: usize, dst: &mut [u8], present: bool);
+    /// Copies the page's local contents into `dst` (if not present: `initial`, else zeros).
+    fn read(&self, addr: usize, dst: &mut [u8], present: bool, initial: Option<&[u8]>);
+    /// Writes `runs` (byte offset, bytes) into a page's local contents without changing its
+    /// protection (a diff applied at a home). Returns false if the page has no local contents
+    /// the backend can patch (the engine then keeps the patched contents itself).
+    fn patch(&self, addr: usize, len: usize, access: Access, present: bool, runs: &[(usize, &[u8])])
+        -> Result<bool, SysError>;
     /// Wakes one waiting thread whose access is already possible.
     fn wake(&self, addr: usize, len: usize, waiter: WaiterRef) -> Result<(), SysError>;
-    /// Stops delivering faults (shutdown).
-    fn shutdown(&self) {}
+    /// Shutdown, after the engine stopped: the managed memory becomes ordinary private memory
+    /// of this process (what it holds locally stays; pages it never held read as zeros or,
+    /// for segv, as whatever the memfd holds), so code that runs after the job — exit
+    /// handlers, destructors writing the program's globals — never waits for a fault.
+    fn shutdown(&self);
 }

@@ -18,7 +18,7 @@ pub struct SegvBackend {
 impl SegvBackend {
     pub fn new(window: Window, page_size: usize) -> Result<SegvBackend, SysError> {
         let event = EventFd::new()?;
-        sig::install(window.base(), window.base() + window.size(), event.raw())?;
+        sig::install(&window.ranges(), event.raw())?;
         Ok(SegvBackend { window, event, page_size })
     }
 }
@@ -41,7 +41,16 @@ impl FaultBackend for SegvBackend {
         Ok(())
     }
 
-    fn set_access(&self, addr: usize, len: usize, old: Access, new: Access, _present: bool) -> Result<bool, SysError> {
+    fn set_access(
+        &self,
+        addr: usize,
+        len: usize,
+        old: Access,
+        new: Access,
+        _present: bool,
+        _initial: Option<&[u8]>,
+    ) -> Result<bool, SysError> {
+        // The memfd already holds every page's contents (zeros, or a static segment's data).
         if old != new {
             self.window.protect(addr, len, new)?;
         }
@@ -54,7 +63,22 @@ impl FaultBackend for SegvBackend {
         Ok(true)
     }
 
-    fn read(&self, addr: usize, dst: &mut [u8], _present: bool) {
+    fn patch(
+        &self,
+        addr: usize,
+        _len: usize,
+        _access: Access,
+        _present: bool,
+        runs: &[(usize, &[u8])],
+    ) -> Result<bool, SysError> {
+        // The alias is always writable, whatever the application's protection.
+        for (off, bytes) in runs {
+            self.window.write_alias(addr + off, bytes);
+        }
+        Ok(true)
+    }
+
+    fn read(&self, addr: usize, dst: &mut [u8], _present: bool, _initial: Option<&[u8]>) {
         self.window.read(addr, dst);
     }
 
@@ -66,6 +90,9 @@ impl FaultBackend for SegvBackend {
     }
 
     fn shutdown(&self) {
+        for (base, size) in self.window.ranges() {
+            let _ = self.window.protect(base, size, Access::Write);
+        }
         sig::deactivate();
     }
 }

@@ -24,7 +24,9 @@ pub struct UffdBackend {
 impl UffdBackend {
     pub fn new(window: Window, page_size: usize) -> Result<UffdBackend, SysError> {
         let uffd = Uffd::open()?;
-        uffd.register(window.base(), window.size())?;
+        for (base, size) in window.ranges() {
+            uffd.register(base, size)?;
+        }
         Ok(UffdBackend { window, uffd, page_size, zero: vec![0u8; page_size] })
     }
 }
@@ -52,7 +54,15 @@ impl FaultBackend for UffdBackend {
         Ok(())
     }
 
-    fn set_access(&self, addr: usize, len: usize, old: Access, new: Access, present: bool) -> Result<bool, SysError> {
+    fn set_access(
+        &self,
+        addr: usize,
+        len: usize,
+        old: Access,
+        new: Access,
+        present: bool,
+        initial: Option<&[u8]>,
+    ) -> Result<bool, SysError> {
         match new {
             Access::None => {
                 if present {
@@ -62,7 +72,7 @@ impl FaultBackend for UffdBackend {
             }
             Access::Read => {
                 if !present {
-                    self.copy_pages(addr, len, None, true)?;
+                    self.copy_pages(addr, len, initial, true)?;
                 } else if old == Access::Write {
                     self.uffd.write_protect(addr, len, true)?;
                 }
@@ -70,7 +80,7 @@ impl FaultBackend for UffdBackend {
             }
             Access::Write => {
                 if !present {
-                    self.copy_pages(addr, len, None, false)?;
+                    self.copy_pages(addr, len, initial, false)?;
                 } else if old != Access::Write {
                     self.uffd.write_protect(addr, len, false)?;
                 }
@@ -91,9 +101,39 @@ impl FaultBackend for UffdBackend {
         Ok(true)
     }
 
-    fn read(&self, addr: usize, dst: &mut [u8], present: bool) {
+    fn patch(
+        &self,
+        addr: usize,
+        len: usize,
+        access: Access,
+        present: bool,
+        runs: &[(usize, &[u8])],
+    ) -> Result<bool, SysError> {
+        if !present {
+            return Ok(false);
+        }
+        // The engine thread must not write through the write-protected mapping (it would
+        // fault to itself), and local writers must not slip in between reading and replacing
+        // the page: write-protect it, build the patched page aside, then replace it
+        // atomically. Threads that fault meanwhile wait for the engine and retry.
+        if access == Access::Write {
+            self.uffd.write_protect(addr, len, true)?;
+        }
+        let mut page = vec![0u8; len];
+        self.window.read(addr, &mut page);
+        for (off, bytes) in runs {
+            page[*off..off + bytes.len()].copy_from_slice(bytes);
+        }
+        self.window.discard(addr, len)?;
+        self.copy_pages(addr, len, Some(&page), access != Access::Write)?;
+        Ok(true)
+    }
+
+    fn read(&self, addr: usize, dst: &mut [u8], present: bool, initial: Option<&[u8]>) {
         if present {
             self.window.read(addr, dst);
+        } else if let Some(init) = initial {
+            dst.copy_from_slice(&init[..dst.len()]);
         } else {
             dst.fill(0);
         }
@@ -101,6 +141,14 @@ impl FaultBackend for UffdBackend {
 
     fn wake(&self, addr: usize, len: usize, _waiter: WaiterRef) -> Result<(), SysError> {
         self.uffd.wake(addr, len)
+    }
+
+    fn shutdown(&self) {
+        for (base, size) in self.window.ranges() {
+            // Clear write protection first so present pages are writable as plain memory.
+            let _ = self.uffd.write_protect(base, size, false);
+            let _ = self.uffd.unregister(base, size);
+        }
     }
 }
 

@@ -10,7 +10,9 @@
 //! produced), and runs `Protocol::on_acquire` with the notices of a [`SyncEvent::Granted`] or
 //! [`SyncEvent::BarrierDone`] before waking the threads.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+pub mod sem;
 
 use svm_comm::wire::{NodeId, PageId, SyncMsg};
 
@@ -64,7 +66,9 @@ struct NodeLock {
 struct ManagedLock {
     holder: Option<NodeId>,
     queue: VecDeque<NodeId>,
-    notices: BTreeSet<PageId>,
+    /// Write notices attached to the lock, each with the newest barrier epoch of a release
+    /// that carried it.
+    notices: BTreeMap<PageId, u64>,
 }
 
 #[derive(Default, Debug)]
@@ -91,6 +95,8 @@ pub struct SyncState {
     managed_locks: HashMap<u64, ManagedLock>,
     barriers: HashMap<u64, NodeBarrier>,
     managed_barriers: HashMap<u64, ManagedBarrier>,
+    /// Global barriers completed on this node ([`SyncState::clear_lock_notices`] calls).
+    epoch: u64,
 }
 
 impl SyncState {
@@ -102,6 +108,7 @@ impl SyncState {
             managed_locks: HashMap::new(),
             barriers: HashMap::new(),
             managed_barriers: HashMap::new(),
+            epoch: 0,
         }
     }
 
@@ -162,7 +169,7 @@ impl SyncState {
         l.held = false;
         l.handoffs = 0;
         let notices: Vec<PageId> = std::mem::take(&mut l.notices).into_iter().collect();
-        out.push(SyncEvent::Send { to: mgr, msg: SyncMsg::LockRelease { lock, notices } });
+        out.push(SyncEvent::Send { to: mgr, msg: SyncMsg::LockRelease { lock, notices, epoch: self.epoch } });
         if !l.queue.is_empty() {
             l.requested = true;
             out.push(SyncEvent::Send { to: mgr, msg: SyncMsg::LockAcquire { lock } });
@@ -188,12 +195,32 @@ impl SyncState {
         Ok(())
     }
 
-    /// Removes the write notices kept at managed locks (called at a global barrier, when every
-    /// node has seen every notice).
+    /// Garbage-collects the write notices kept at managed locks. The engine calls it on every
+    /// node when a *global* barrier completes there (one in which every thread of the job that
+    /// may use locks takes part), while handling [`SyncEvent::BarrierDone`] and before any of
+    /// this node's threads can run again (before the protocol's departure hook, so before the
+    /// threads wake).
+    ///
+    /// Why this is safe: the barrier's own notices name every page written anywhere before
+    /// the barrier, and every node invalidates them at departure, so a lock notice from before
+    /// the barrier is redundant afterwards. A notice from *after* the barrier must survive,
+    /// though, and may reach this manager before this node has left the barrier itself (the
+    /// barrier's release messages race with the lock traffic of nodes that already left). So
+    /// each node counts its global barriers (its *epoch*), `LockRelease` carries the sender's
+    /// epoch, and a call here advances this node's epoch and drops only the notices that came
+    /// with an older epoch than the new one: those were released before their sender left
+    /// this barrier.
     pub fn clear_lock_notices(&mut self) {
+        self.epoch += 1;
+        let epoch = self.epoch;
         for l in self.managed_locks.values_mut() {
-            l.notices.clear();
+            l.notices.retain(|_, e| *e >= epoch);
         }
+    }
+
+    /// Global barriers completed on this node (see [`SyncState::clear_lock_notices`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// Total notices held at managed locks (for the memory-bound tests).
@@ -206,16 +233,19 @@ impl SyncState {
         match msg {
             SyncMsg::LockAcquire { lock } => self.manager_acquire(*lock, from, false, out),
             SyncMsg::LockTry { lock } => self.manager_acquire(*lock, from, true, out),
-            SyncMsg::LockRelease { lock, notices } => {
+            SyncMsg::LockRelease { lock, notices, epoch } => {
                 let m = self.managed_locks.entry(*lock).or_default();
                 if m.holder != Some(from) {
                     tracing::warn!(lock, from, "lock release from a node that does not hold it; ignored");
                     return;
                 }
-                m.notices.extend(notices.iter().copied());
+                for &p in notices {
+                    let e = m.notices.entry(p).or_insert(*epoch);
+                    *e = (*e).max(*epoch);
+                }
                 m.holder = m.queue.pop_front();
                 if let Some(next) = m.holder {
-                    let notices = m.notices.iter().copied().collect();
+                    let notices = m.notices.keys().copied().collect();
                     out.push(SyncEvent::Send { to: next, msg: SyncMsg::LockGrant { lock: *lock, notices } });
                 }
             }
@@ -236,7 +266,7 @@ impl SyncState {
                         let to = self.manager(*lock);
                         out.push(SyncEvent::Send {
                             to,
-                            msg: SyncMsg::LockRelease { lock: *lock, notices: Vec::new() },
+                            msg: SyncMsg::LockRelease { lock: *lock, notices: Vec::new(), epoch: self.epoch },
                         });
                     }
                 }
@@ -290,6 +320,8 @@ impl SyncState {
                 let waiters = b.waiters.drain(..n).map(|(w, _)| w).collect();
                 out.push(SyncEvent::BarrierDone { barrier: *barrier, waiters, notices: notices.clone() });
             }
+            // Semaphores have their own state machine (`sem.rs`); the engine routes them there.
+            SyncMsg::SemWait { .. } | SyncMsg::SemPost { .. } | SyncMsg::SemGrant { .. } => {}
             SyncMsg::BarrierMismatch { barrier, expected, got } => {
                 let b = self.barriers.entry(*barrier).or_default();
                 if let Some(pos) = b.waiters.iter().position(|(_, c)| c == got) {
@@ -304,7 +336,7 @@ impl SyncState {
         let m = self.managed_locks.entry(lock).or_default();
         if m.holder.is_none() {
             m.holder = Some(from);
-            let notices = m.notices.iter().copied().collect();
+            let notices = m.notices.keys().copied().collect();
             out.push(SyncEvent::Send { to: from, msg: SyncMsg::LockGrant { lock, notices } });
         } else if try_only {
             out.push(SyncEvent::Send { to: from, msg: SyncMsg::LockBusy { lock } });

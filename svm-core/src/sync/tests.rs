@@ -345,6 +345,7 @@ fn stray_release_at_the_manager_is_ignored() {
         &SyncMsg::LockRelease {
             lock: 0,
             notices: vec![9],
+            epoch: 0,
         },
         &mut out,
     );
@@ -353,4 +354,36 @@ fn stray_release_at_the_manager_is_ignored() {
         .describe_lock(0)
         .contains("held by node Some(0)"));
     assert_eq!(net.nodes[0].lock_notice_count(), 0);
+}
+
+#[test]
+fn lock_notices_are_collected_by_epoch() {
+    // Node 1 manages lock 1. Node 0 releases with notices before a global barrier; after the
+    // barrier node 0 (already departed, epoch 1) releases again before the manager departs.
+    let mut net = Net::new(2);
+    net.acquire(0, 1, 1, false);
+    net.settle();
+    net.release(0, 1, 1, vec![4, 5]).unwrap();
+    net.settle();
+    assert_eq!(net.nodes[1].lock_notice_count(), 2);
+    net.nodes[0].clear_lock_notices();
+    assert_eq!(net.nodes[0].epoch(), 1);
+    net.acquire(0, 1, 2, false);
+    net.settle();
+    // The grant still carries the old notices (the manager has not left the barrier yet).
+    assert!(net.take().iter().any(|(_, e)| matches!(e, SyncEvent::Granted { notices, .. } if notices == &vec![4, 5])));
+    net.release(0, 1, 2, vec![5, 6]).unwrap();
+    assert!(matches!(net.wire[0].2, SyncMsg::LockRelease { epoch: 1, .. }));
+    net.settle();
+    assert_eq!(net.nodes[1].lock_notice_count(), 3);
+    // The manager leaves the barrier: only the notices released after it survive (5 was
+    // released again after the barrier).
+    net.nodes[1].clear_lock_notices();
+    assert_eq!(net.nodes[1].lock_notice_count(), 2);
+    net.acquire(1, 1, 3, false);
+    net.settle();
+    assert!(net.take().iter().any(|(_, e)| matches!(e, SyncEvent::Granted { notices, .. } if notices == &vec![5, 6])));
+    // Another barrier: everything goes.
+    net.nodes[1].clear_lock_notices();
+    assert_eq!(net.nodes[1].lock_notice_count(), 0);
 }

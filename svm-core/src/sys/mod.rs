@@ -52,14 +52,25 @@ fn prot(access: Access) -> ProtFlags {
     }
 }
 
-/// A fixed-address mapping of the shared window plus, for the segv backend, an always-writable
-/// alias of the same memory through which the runtime reads and installs page contents.
-pub struct Window {
+/// One mapping the runtime manages: the shared window, or a static segment of the program (its
+/// writable data) taken over at start.
+struct Mapping {
     base: usize,
     size: usize,
     /// Alias mapping (segv backend) — same memfd, always read-write.
     alias: Option<NonNull<libc::c_void>>,
     memfd: Option<OwnedFd>,
+    /// Unmapped on drop (the window and aliases; a static segment stays mapped: the program's
+    /// own data lives there until the process ends).
+    unmap_base: bool,
+}
+
+/// The fixed-address shared window plus any static segments, each with (for the segv backend)
+/// an always-writable alias of the same memory through which the runtime reads and installs
+/// page contents.
+pub struct Window {
+    maps: Vec<Mapping>,
+    backing: Backing,
 }
 
 // SAFETY: the raw pointers only name mappings owned by this value; all access goes through
@@ -78,13 +89,34 @@ pub enum Backing {
     MemfdWithAlias,
 }
 
+fn nz(len: usize) -> Result<std::num::NonZeroUsize, SysError> {
+    std::num::NonZeroUsize::new(len).ok_or(SysError::Call { call: "mmap (size 0)", errno: nix::errno::Errno::EINVAL })
+}
+
+/// Creates a memfd of `size` bytes and maps it read-write at a kernel-chosen address.
+fn memfd_with_alias(name: &std::ffi::CStr, size: usize) -> Result<(OwnedFd, NonNull<libc::c_void>), SysError> {
+    let fd = nix::sys::memfd::memfd_create(name, nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
+        .map_err(call("memfd_create"))?;
+    nix::unistd::ftruncate(&fd, size as i64).map_err(call("ftruncate(memfd)"))?;
+    // SAFETY: a fresh mapping at a kernel-chosen address; owned by the returned Window.
+    let alias = unsafe {
+        mmap(
+            None,
+            nz(size)?,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_SHARED | MapFlags::MAP_NORESERVE,
+            &fd,
+            0,
+        )
+    }
+    .map_err(call("mmap(alias)"))?;
+    Ok((fd, alias))
+}
+
 impl Window {
     /// Maps `size` bytes at exactly `base` without replacing anything already mapped.
     pub fn map(base: usize, size: usize, backing: Backing) -> Result<Window, SysError> {
-        let len = std::num::NonZeroUsize::new(size).ok_or(SysError::Call {
-            call: "mmap (window size 0)",
-            errno: nix::errno::Errno::EINVAL,
-        })?;
+        let len = nz(size)?;
         let addr = std::num::NonZeroUsize::new(base);
         let taken = |e: nix::errno::Errno| {
             if e == nix::errno::Errno::EEXIST {
@@ -94,6 +126,7 @@ impl Window {
             }
         };
         let fixed = MapFlags::MAP_FIXED_NOREPLACE | MapFlags::MAP_NORESERVE;
+        let mut w = Window { maps: Vec::new(), backing };
         match backing {
             Backing::Anonymous => {
                 // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the kernel
@@ -107,84 +140,118 @@ impl Window {
                     )
                 }
                 .map_err(taken)?;
-                let w = Window { base: p.as_ptr() as usize, size, alias: None, memfd: None };
-                if w.base != base {
-                    // Kernels before 4.17 ignore MAP_FIXED_NOREPLACE and map elsewhere.
-                    return Err(SysError::WindowTaken { base, end: base + size });
-                }
-                w.no_huge_pages();
-                Ok(w)
+                w.maps.push(Mapping { base: p.as_ptr() as usize, size, alias: None, memfd: None, unmap_base: true });
             }
             Backing::MemfdWithAlias => {
-                let fd = nix::sys::memfd::memfd_create(
-                    c"svm-window",
-                    nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC,
-                )
-                .map_err(call("memfd_create"))?;
-                nix::unistd::ftruncate(&fd, size as i64).map_err(call("ftruncate(memfd)"))?;
+                let (fd, alias) = memfd_with_alias(c"svm-window", size)?;
                 // SAFETY: as above, MAP_FIXED_NOREPLACE cannot clobber existing mappings.
-                let p = unsafe {
-                    mmap(addr, len, ProtFlags::PROT_NONE, fixed | MapFlags::MAP_SHARED, &fd, 0)
-                }
-                .map_err(taken)?;
-                let mut w = Window { base: p.as_ptr() as usize, size, alias: None, memfd: None };
-                if w.base != base {
-                    return Err(SysError::WindowTaken { base, end: base + size });
-                }
-                // SAFETY: a fresh mapping at a kernel-chosen address; owned by the Window.
-                let alias = unsafe {
-                    mmap(
-                        None,
-                        len,
-                        ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                        MapFlags::MAP_SHARED | MapFlags::MAP_NORESERVE,
-                        &fd,
-                        0,
-                    )
-                }
-                .map_err(call("mmap(alias)"))?;
-                w.alias = Some(alias);
-                w.memfd = Some(fd);
-                w.no_huge_pages();
-                Ok(w)
+                let p = unsafe { mmap(addr, len, ProtFlags::PROT_NONE, fixed | MapFlags::MAP_SHARED, &fd, 0) };
+                let p = match p {
+                    Ok(p) => p,
+                    Err(e) => {
+                        // SAFETY: the alias was mapped just above and nothing else uses it.
+                        let _ = unsafe { munmap(alias, size) };
+                        return Err(taken(e));
+                    }
+                };
+                w.maps.push(Mapping {
+                    base: p.as_ptr() as usize,
+                    size,
+                    alias: Some(alias),
+                    memfd: Some(fd),
+                    unmap_base: true,
+                });
             }
         }
+        if w.maps[0].base != base {
+            // Kernels before 4.17 ignore MAP_FIXED_NOREPLACE and map elsewhere.
+            return Err(SysError::WindowTaken { base, end: base + size });
+        }
+        w.no_huge_pages(base, size);
+        Ok(w)
     }
 
-    fn no_huge_pages(&self) {
+    /// Takes over `[base, base+size)` — writable memory of this process such as the program's
+    /// data segment — so that the runtime manages it like the window: the range is replaced by
+    /// a fresh mapping of the window's backing. Returns the contents it had. Must be called
+    /// before any other thread of the program uses that memory.
+    pub fn take_over_static(&mut self, base: usize, size: usize) -> Result<Vec<u8>, SysError> {
+        let ps = os_page_size();
+        if base % ps != 0 || size % ps != 0 || size == 0 {
+            return Err(SysError::Call { call: "take over static segment (unaligned)", errno: nix::errno::Errno::EINVAL });
+        }
+        if self.maps.iter().any(|m| base < m.base + m.size && m.base < base + size) {
+            return Err(SysError::Call { call: "take over static segment (overlaps)", errno: nix::errno::Errno::EEXIST });
+        }
+        let mut saved = vec![0u8; size];
+        // SAFETY: the caller names readable, writable memory of this process (checked by the
+        // caller against /proc/self/maps); we copy it into a private buffer of the same size.
+        unsafe { std::ptr::copy_nonoverlapping(base as *const u8, saved.as_mut_ptr(), size) };
+        let addr = std::num::NonZeroUsize::new(base);
+        let len = nz(size)?;
+        match self.backing {
+            Backing::Anonymous => {
+                // SAFETY: MAP_FIXED replaces the program's own data pages, which this process
+                // owns and whose contents were saved above; no other thread uses them yet.
+                unsafe {
+                    mmap_anonymous(
+                        addr,
+                        len,
+                        ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                        MapFlags::MAP_FIXED | MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+                    )
+                }
+                .map_err(call("mmap(static segment)"))?;
+                self.maps.push(Mapping { base, size, alias: None, memfd: None, unmap_base: false });
+            }
+            Backing::MemfdWithAlias => {
+                let (fd, alias) = memfd_with_alias(c"svm-static", size)?;
+                // SAFETY: the alias is a fresh read-write mapping of `size` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(saved.as_ptr(), alias.as_ptr() as *mut u8, size) };
+                // SAFETY: as in the anonymous case: our own saved data pages are replaced.
+                unsafe {
+                    mmap(addr, len, ProtFlags::PROT_NONE, MapFlags::MAP_FIXED | MapFlags::MAP_SHARED, &fd, 0)
+                }
+                .map_err(call("mmap(static segment)"))?;
+                self.maps.push(Mapping { base, size, alias: Some(alias), memfd: Some(fd), unmap_base: false });
+            }
+        }
+        self.no_huge_pages(base, size);
+        Ok(saved)
+    }
+
+    fn no_huge_pages(&self, base: usize, size: usize) {
         // SAFETY: advice on our own mapping; MADV_NOHUGEPAGE changes no contents.
-        let _ = unsafe {
-            nix::sys::mman::madvise(self.ptr(self.base), self.size, nix::sys::mman::MmapAdvise::MADV_NOHUGEPAGE)
-        };
+        let _ = unsafe { nix::sys::mman::madvise(ptr(base), size, nix::sys::mman::MmapAdvise::MADV_NOHUGEPAGE) };
     }
 
     pub fn base(&self) -> usize {
-        self.base
+        self.maps[0].base
     }
     pub fn size(&self) -> usize {
-        self.size
+        self.maps[0].size
+    }
+    /// Every managed range `(base, size)`: the window first, then static segments.
+    pub fn ranges(&self) -> Vec<(usize, usize)> {
+        self.maps.iter().map(|m| (m.base, m.size)).collect()
     }
     pub fn contains(&self, addr: usize) -> bool {
-        addr >= self.base && addr < self.base + self.size
+        self.maps.iter().any(|m| addr >= m.base && addr < m.base + m.size)
     }
 
-    fn ptr(&self, addr: usize) -> NonNull<libc::c_void> {
-        NonNull::new(addr as *mut libc::c_void).expect("window addresses are non-null")
-    }
-
-    fn check(&self, addr: usize, len: usize) {
-        assert!(
-            addr >= self.base && addr.checked_add(len).is_some_and(|e| e <= self.base + self.size),
-            "range {addr:#x}+{len:#x} outside the window"
-        );
+    fn check(&self, addr: usize, len: usize) -> &Mapping {
+        self.maps
+            .iter()
+            .find(|m| addr >= m.base && addr.checked_add(len).is_some_and(|e| e <= m.base + m.size))
+            .unwrap_or_else(|| panic!("range {addr:#x}+{len:#x} outside the managed mappings"))
     }
 
     /// Sets the protection of the application mapping (segv backend).
     pub fn protect(&self, addr: usize, len: usize, access: Access) -> Result<(), SysError> {
         self.check(addr, len);
-        // SAFETY: the range lies inside the window we own; changing its protection cannot
+        // SAFETY: the range lies inside a mapping we own; changing its protection cannot
         // affect memory outside it.
-        match unsafe { mprotect(self.ptr(addr), len, prot(access)) } {
+        match unsafe { mprotect(ptr(addr), len, prot(access)) } {
             Ok(()) => Ok(()),
             Err(nix::errno::Errno::ENOMEM) => Err(SysError::MapCountExhausted {
                 max_map_count: std::fs::read_to_string("/proc/sys/vm/max_map_count")
@@ -201,57 +268,74 @@ impl Window {
         self.check(addr, len);
         // SAFETY: MADV_DONTNEED on our own anonymous range: contents are dropped, which is the
         // intent (the protocol invalidated the copy); no other memory is affected.
-        unsafe { nix::sys::mman::madvise(self.ptr(addr), len, nix::sys::mman::MmapAdvise::MADV_DONTNEED) }
+        unsafe { nix::sys::mman::madvise(ptr(addr), len, nix::sys::mman::MmapAdvise::MADV_DONTNEED) }
             .map_err(call("madvise(MADV_DONTNEED)"))
     }
 
-    /// Address in the alias mapping of window address `addr` (segv backend).
-    fn alias_addr(&self, addr: usize) -> Option<usize> {
-        self.alias.map(|a| a.as_ptr() as usize + (addr - self.base))
+    /// Address in the alias mapping of managed address `addr` (segv backend).
+    fn alias_addr(m: &Mapping, addr: usize) -> Option<usize> {
+        m.alias.map(|a| a.as_ptr() as usize + (addr - m.base))
     }
 
-    /// Copies `dst.len()` bytes of the window starting at `addr` into `dst`. With an alias the
-    /// copy goes through it (never faults); without one the caller guarantees the range is
-    /// present and readable in the application mapping.
+    /// Copies `dst.len()` bytes starting at `addr` into `dst`. With an alias the copy goes
+    /// through it (never faults); without one the caller guarantees the range is present and
+    /// readable in the application mapping.
     pub fn read(&self, addr: usize, dst: &mut [u8]) {
-        self.check(addr, dst.len());
-        let src = self.alias_addr(addr).unwrap_or(addr);
-        // SAFETY: the range is inside the window (checked) and, per the caller's contract,
-        // mapped readable (alias: always). Other threads may write concurrently only where the
-        // coherence protocol allows races (then the bytes read are whatever was there).
+        let m = self.check(addr, dst.len());
+        let src = Self::alias_addr(m, addr).unwrap_or(addr);
+        // SAFETY: the range is inside a managed mapping (checked) and, per the caller's
+        // contract, mapped readable (alias: always). Other threads may write concurrently only
+        // where the coherence protocol allows races (then the bytes read are whatever was there).
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) }
     }
 
-    /// Writes `src` into the window at `addr` through the alias (segv backend only).
+    /// Writes `src` at `addr` through the alias (segv backend only).
     pub fn write_alias(&self, addr: usize, src: &[u8]) {
-        self.check(addr, src.len());
-        let dst = self.alias_addr(addr).expect("write_alias needs the memfd backing");
+        let m = self.check(addr, src.len());
+        let dst = Self::alias_addr(m, addr).expect("write_alias needs the memfd backing");
         // SAFETY: the alias is always mapped read-write and the range is inside it (checked).
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) }
+    }
+
+    /// Writes `src` at `addr` directly in the application mapping; the caller guarantees the
+    /// range is present and writable there (anonymous backend, engine-side updates).
+    pub fn write_direct(&self, addr: usize, src: &[u8]) {
+        self.check(addr, src.len());
+        // SAFETY: inside a managed mapping (checked); writable per the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut u8, src.len()) }
     }
 
     /// Frees the memory behind a range of the memfd (segv backend), keeping it mapped: it will
     /// read as zeros.
     pub fn punch_hole(&self, addr: usize, len: usize) -> Result<(), SysError> {
-        self.check(addr, len);
-        let fd = self.memfd.as_ref().expect("punch_hole needs the memfd backing");
+        let m = self.check(addr, len);
+        let fd = m.memfd.as_ref().expect("punch_hole needs the memfd backing");
         nix::fcntl::fallocate(
             fd.as_raw_fd(),
             nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE | nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
-            (addr - self.base) as i64,
+            (addr - m.base) as i64,
             len as i64,
         )
         .map_err(call("fallocate(PUNCH_HOLE)"))
     }
 }
 
+fn ptr(addr: usize) -> NonNull<libc::c_void> {
+    NonNull::new(addr as *mut libc::c_void).expect("managed addresses are non-null")
+}
+
 impl Drop for Window {
     fn drop(&mut self) {
-        // SAFETY: both mappings were created by Window::map and are unmapped exactly once.
-        unsafe {
-            let _ = munmap(self.ptr(self.base), self.size);
-            if let Some(a) = self.alias {
-                let _ = munmap(a, self.size);
+        for m in &self.maps {
+            // SAFETY: mappings created by Window are unmapped exactly once; static segments
+            // (unmap_base false) stay mapped because the program's data lives there.
+            unsafe {
+                if m.unmap_base {
+                    let _ = munmap(ptr(m.base), m.size);
+                }
+                if let Some(a) = m.alias {
+                    let _ = munmap(a, m.size);
+                }
             }
         }
     }
@@ -419,4 +503,57 @@ pub fn exit_now(code: i32) -> ! {
     let _ = std::io::stderr().flush();
     // SAFETY: _exit has no preconditions; it ends the process immediately.
     unsafe { libc::_exit(code) }
+}
+
+/// Flushes every C stdio stream of the process (`fflush(NULL)`).
+pub fn flush_stdio() {
+    // SAFETY: fflush(NULL) flushes all open output streams; it takes no pointer we own.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+    }
+}
+
+/// Ends the process through C `exit(code)`: stdio is flushed and exit handlers run.
+pub fn exit_process(code: i32) -> ! {
+    // SAFETY: exit has no preconditions.
+    unsafe { libc::exit(code) }
+}
+
+static EXIT_HOOK: std::sync::OnceLock<fn(i32)> = std::sync::OnceLock::new();
+
+extern "C" fn exit_trampoline(status: libc::c_int, _arg: *mut libc::c_void) {
+    if let Some(h) = EXIT_HOOK.get() {
+        // A panic must not unwind into libc's exit path.
+        let _ = std::panic::catch_unwind(|| h(status));
+    }
+}
+
+extern "C" {
+    /// glibc: registers a function called by `exit` with the exit status.
+    fn on_exit(f: extern "C" fn(libc::c_int, *mut libc::c_void), arg: *mut libc::c_void) -> libc::c_int;
+}
+
+/// Calls `hook(status)` when the process calls `exit(status)` (or returns from `main`).
+/// Registered once per process; later calls are ignored.
+pub fn on_process_exit(hook: fn(i32)) {
+    if EXIT_HOOK.set(hook).is_ok() {
+        // SAFETY: registers a function with the C library; the argument pointer is unused.
+        unsafe {
+            on_exit(exit_trampoline, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The address of a C function (to ship it to another node running the same executable).
+pub fn fn_addr(f: extern "C" fn()) -> usize {
+    f as usize
+}
+
+/// The C function at `addr`, which must come from [`fn_addr`] on a node running the same
+/// executable at the same addresses (the personalities check this at start).
+pub fn fn_from_addr(addr: usize) -> extern "C" fn() {
+    assert!(addr != 0, "null function address");
+    // SAFETY: per the contract above, `addr` is the address of an `extern "C" fn()` of this
+    // executable, loaded at the same address as on the node that sent it.
+    unsafe { std::mem::transmute::<usize, extern "C" fn()>(addr) }
 }

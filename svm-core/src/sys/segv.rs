@@ -41,8 +41,16 @@ pub static SLOTS: [Slot; MAX_SLOTS] = [SLOT_INIT; MAX_SLOTS];
 /// Highest slot index ever claimed + 1 (bounds the engine's scan).
 pub static SLOTS_USED: AtomicUsize = AtomicUsize::new(0);
 
-static WINDOW_START: AtomicUsize = AtomicUsize::new(0);
-static WINDOW_END: AtomicUsize = AtomicUsize::new(0);
+/// Managed ranges `[start, end)` (the window, then static segments); unused entries are 0..0.
+pub const MAX_RANGES: usize = 8;
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicUsize = AtomicUsize::new(0);
+static RANGE_START: [AtomicUsize; MAX_RANGES] = [ZERO; MAX_RANGES];
+static RANGE_END: [AtomicUsize; MAX_RANGES] = [ZERO; MAX_RANGES];
+
+fn managed(addr: usize) -> bool {
+    (0..MAX_RANGES).any(|i| addr >= RANGE_START[i].load(Ordering::Acquire) && addr < RANGE_END[i].load(Ordering::Acquire))
+}
 static EVENT_FD: AtomicI32 = AtomicI32::new(-1);
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
@@ -54,11 +62,18 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Installs the SIGSEGV handler for the window `[start, end)`; faults are announced on
-/// `event_fd`. Idempotent per process (a second call only updates the window and fd).
-pub fn install(start: usize, end: usize, event_fd: i32) -> Result<(), SysError> {
-    WINDOW_START.store(start, Ordering::Release);
-    WINDOW_END.store(end, Ordering::Release);
+/// Installs the SIGSEGV handler for the managed ranges `(base, size)`; faults are announced on
+/// `event_fd`. Idempotent per process (a second call only updates the ranges and fd).
+pub fn install(ranges: &[(usize, usize)], event_fd: i32) -> Result<(), SysError> {
+    if ranges.len() > MAX_RANGES {
+        return Err(SysError::Call { call: "install SIGSEGV handler (too many ranges)", errno: nix::errno::Errno::E2BIG });
+    }
+    for i in 0..MAX_RANGES {
+        let (b, s) = ranges.get(i).copied().unwrap_or((0, 0));
+        RANGE_END[i].store(0, Ordering::Release);
+        RANGE_START[i].store(b, Ordering::Release);
+        RANGE_END[i].store(b + s, Ordering::Release);
+    }
     EVENT_FD.store(event_fd, Ordering::Release);
     if PREVIOUS.get().is_some() {
         return Ok(());
@@ -129,7 +144,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
     let fd = EVENT_FD.load(Ordering::Acquire);
-    if fd < 0 || addr < WINDOW_START.load(Ordering::Acquire) || addr >= WINDOW_END.load(Ordering::Acquire) {
+    if fd < 0 || !managed(addr) {
         chain(sig, info, ctx);
         return;
     }

@@ -76,6 +76,7 @@ struct UffdMsg {
 nix::ioctl_readwrite!(uffdio_api, 0xAA, 0x3F, UffdioApi);
 nix::ioctl_readwrite!(uffdio_register, 0xAA, 0x00, UffdioRegister);
 nix::ioctl_read!(uffdio_wake, 0xAA, 0x02, UffdioRange);
+nix::ioctl_read!(uffdio_unregister, 0xAA, 0x01, UffdioRange);
 nix::ioctl_readwrite!(uffdio_copy, 0xAA, 0x03, UffdioCopy);
 nix::ioctl_readwrite!(uffdio_writeprotect, 0xAA, 0x06, UffdioWriteprotect);
 
@@ -132,6 +133,14 @@ impl Uffd {
             return Err(SysError::Call { call: "UFFDIO_REGISTER (no write-protect support)", errno: nix::errno::Errno::ENOTSUP });
         }
         Ok(())
+    }
+
+    /// Stops tracking `[start, start+len)`: threads waiting on faults there are woken and later
+    /// accesses are ordinary memory accesses.
+    pub fn unregister(&self, start: usize, len: usize) -> Result<(), SysError> {
+        let mut r = UffdioRange { start: start as u64, len: len as u64 };
+        // SAFETY: UFFDIO_UNREGISTER only reads the range struct; the range is registered memory.
+        unsafe { uffdio_unregister(self.raw(), &mut r) }.map(|_| ()).map_err(err("ioctl(UFFDIO_UNREGISTER)"))
     }
 
     /// Reads pending fault events into `out` (non-blocking). Returns the number read.

@@ -33,7 +33,12 @@ unsafe impl Sync for Segment {}
 impl Segment {
     /// Creates `path` (mode 0600, must not exist) of `len` bytes and maps it.
     pub fn create(path: &Path, len: usize) -> io::Result<Segment> {
-        let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
         file.set_len(len as u64)?;
         Self::map(&file, len)
     }
@@ -71,21 +76,16 @@ impl Segment {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Segment { base: p.cast(), len })
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+        Ok(Segment {
+            base: p.cast(),
+            len,
+        })
     }
 
     #[inline]
     fn check(&self, off: usize, n: usize, align: usize) {
         assert!(
-            off.checked_add(n).is_some_and(|end| end <= self.len) && off % align == 0,
+            off.checked_add(n).is_some_and(|end| end <= self.len) && off.is_multiple_of(align),
             "DECK-SCI: access of {n} bytes at offset {off} outside a segment of {} bytes",
             self.len
         );
@@ -176,7 +176,15 @@ pub fn futex_wake(word: &AtomicU32) {
     // SAFETY: `word` is a valid aligned 32-bit location; FUTEX_WAKE does not access user memory
     // beyond using its address as a key.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX, std::ptr::null::<u8>(), std::ptr::null::<u32>(), 0u32);
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            std::ptr::null::<u8>(),
+            std::ptr::null::<u32>(),
+            0u32,
+        );
     }
 }
 
@@ -227,4 +235,37 @@ impl EventFd {
             libc::read(self.fd(), (&mut v as *mut u64).cast(), 8);
         }
     }
+}
+
+/// Turns the rendezvous listener inherited from `svmrun` (`SVM_COORD_FD`) into a `TcpListener`,
+/// after checking that the descriptor is a listening socket. Used by µDECK's `init` (svm-core
+/// has its own copy in `sys`; svm-comm cannot depend on it).
+pub fn inherited_listener(fd: RawFd) -> io::Result<std::net::TcpListener> {
+    let mut accepting: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `accepting`, a valid c_int on our
+    // stack; an fd that is not a socket just makes it fail with ENOTSOCK/EBADF.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut accepting as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if accepting == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a listening socket",
+        ));
+    }
+    // SAFETY: the descriptor is an open listening socket (checked above) that the launcher gave
+    // to this process alone; the listener becomes its only owner.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let l = std::net::TcpListener::from(owned);
+    Ok(l)
 }

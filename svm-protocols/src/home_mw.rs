@@ -1,0 +1,681 @@
+//! The machinery shared by the two home-based multiple-writer protocols, `sc-mw`
+//! ([`crate::ScMultiWriter`]) and `scope` ([`crate::Scope`]); they differ only in *when* stale
+//! copies are invalidated ([`Mode`]). See those modules for the protocols themselves.
+//!
+//! Node side, for a page whose home is another node:
+//! - read fault → `ReadReq` to the home, which answers `Grant` with the master copy
+//!   (installed read-only);
+//! - write fault → fetch first if there is no valid copy, then `MakeTwin` and `SetAccess Write`
+//!   (no ownership: any number of nodes may write a page at once);
+//! - release (lock or barrier) → every dirty page is lowered to read-only and its diff against
+//!   the twin goes to the home, batched: one `Diffs` message per home. The release completes
+//!   when every home has acknowledged (and every earlier flush of this node has completed).
+//!
+//! For a page whose home is this node, the node reads and writes the master copy directly (no
+//! twin, no fetch); a write marks it dirty, and the release lowers it to read-only again so the
+//! next write is seen.
+//!
+//! Home side: `Diffs` are applied to the master copy (`ApplyIncomingDiffs`) and acknowledged
+//! with `DiffAck` (in sc-mw only after invalidating every other copy).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg, ProtocolStats};
+
+use crate::sc_single_writer::NodeSet;
+
+/// When stale copies are invalidated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// sc-mw: eagerly, by the home, before the writer's release completes.
+    Eager,
+    /// scope: lazily, by the acquirer, from the write notices of the lock or barrier.
+    Notices,
+}
+
+/// This node's view of one page.
+#[derive(Debug, Clone, Default)]
+struct NodePage {
+    /// Access as last set by this protocol.
+    access: Access,
+    /// A `ReadReq` is outstanding.
+    fetching: bool,
+    /// A write fault waits for the outstanding fetch: twin and make writable on arrival.
+    want_write: bool,
+    /// scope: a write notice invalidated the page while the fetch was outstanding, so the
+    /// reply may predate the writes the notice stands for: it is dropped and the page fetched
+    /// again.
+    stale_fetch: bool,
+}
+
+/// Who waits for the invalidations a home started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// A remote writer's `Diffs { token }`: answer `DiffAck { token, page }`.
+    Remote {
+        to: NodeId,
+        token: u64,
+        page: PageId,
+    },
+    /// This node's own flush `id` (the home's writes to its own pages).
+    Local { id: u64 },
+}
+
+/// Invalidations a home started for one flush, not yet acknowledged.
+#[derive(Debug, Clone)]
+struct HomeFlush {
+    reply: Reply,
+    acks: u32,
+}
+
+/// A flush of this node (a release, a barrier arrival, or a push of dirty pages before an
+/// invalidation) waiting for acknowledgements.
+#[derive(Debug, Clone)]
+struct Flush {
+    id: u64,
+    /// Acknowledgements still missing (one per home messaged, one for local invalidations).
+    waiting: u32,
+    /// The release this flush completes: its token and notices (None for a push).
+    release: Option<(u64, Vec<PageId>)>,
+}
+
+/// One home-based multiple-writer protocol instance (one per node).
+#[derive(Debug)]
+pub(crate) struct HomeMw {
+    mode: Mode,
+    pages: HashMap<PageId, NodePage>,
+    /// Remote pages with a twin (written since their last flush).
+    dirty: BTreeSet<PageId>,
+    /// Own (home) pages written since the last release.
+    dirty_home: BTreeSet<PageId>,
+    /// sc-mw: remote pages whose diffs went to their home early (with an `InvalAck`); the next
+    /// release names them in its `Diffs` so the home invalidates the other copies then.
+    pushed: BTreeSet<PageId>,
+    /// This node's flushes in the order they started; releases complete in this order.
+    flushes: VecDeque<Flush>,
+    next_flush: u64,
+    // ---- home side ----
+    /// sc-mw: nodes holding a copy of each page this node is home of (never this node).
+    copysets: HashMap<PageId, NodeSet>,
+    /// sc-mw: outstanding invalidations (at most one per page and node: a node leaves the
+    /// copyset when invalidated and only re-enters it with a request sent after its ack):
+    /// (page, node) → the flushes waiting for that ack.
+    inval_pending: BTreeMap<(PageId, NodeId), Vec<u64>>,
+    home_flushes: HashMap<u64, HomeFlush>,
+    next_home_flush: u64,
+    // ---- scope ----
+    /// Pages written since the last release that left no critical section open here.
+    since_release: BTreeSet<PageId>,
+    /// Pages written since the last barrier arrival.
+    since_barrier: BTreeSet<PageId>,
+    /// Lock acquires minus lock releases on this node: critical sections open.
+    open: u32,
+    stats: ProtocolStats,
+}
+
+impl HomeMw {
+    pub(crate) fn new(mode: Mode) -> Self {
+        HomeMw {
+            mode,
+            pages: HashMap::new(),
+            dirty: BTreeSet::new(),
+            dirty_home: BTreeSet::new(),
+            pushed: BTreeSet::new(),
+            flushes: VecDeque::new(),
+            next_flush: 1,
+            copysets: HashMap::new(),
+            inval_pending: BTreeMap::new(),
+            home_flushes: HashMap::new(),
+            next_home_flush: 1,
+            since_release: BTreeSet::new(),
+            since_barrier: BTreeSet::new(),
+            open: 0,
+            stats: ProtocolStats::default(),
+        }
+    }
+
+    fn page(&mut self, page: PageId) -> &mut NodePage {
+        self.pages.entry(page).or_default()
+    }
+
+    fn set_access(&mut self, page: PageId, access: Access, out: &mut Vec<Action>) {
+        self.page(page).access = access;
+        out.push(Action::SetAccess { page, access });
+    }
+
+    /// Remembers a write for the write notices (scope).
+    fn note_write(&mut self, page: PageId) {
+        if self.mode == Mode::Notices {
+            self.since_release.insert(page);
+            self.since_barrier.insert(page);
+        }
+    }
+
+    /// A remote page with a valid read-only copy becomes writable: twin first.
+    fn make_writable(&mut self, page: PageId, out: &mut Vec<Action>) {
+        out.push(Action::MakeTwin { page });
+        self.stats.twins_made += 1;
+        self.dirty.insert(page);
+        self.note_write(page);
+        self.set_access(page, Access::Write, out);
+    }
+
+    fn fetch(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        self.page(page).fetching = true;
+        out.push(Action::Send {
+            to: ctx.home(page),
+            msg: ProtoMsg::ReadReq { page },
+            attach: None,
+        });
+    }
+
+    // ---------------------------------------------------------------- faults
+
+    pub(crate) fn on_fault(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        access: Access,
+        out: &mut Vec<Action>,
+    ) {
+        if access == Access::None {
+            return;
+        }
+        let np = self.page(page);
+        if np.access >= access {
+            return; // already granted; the engine wakes the thread itself
+        }
+        if ctx.home(page) == ctx.me() {
+            // The master copy is here: no fetch, no twin.
+            if access == Access::Write {
+                self.dirty_home.insert(page);
+                self.note_write(page);
+            }
+            self.set_access(page, access, out);
+            return;
+        }
+        match access {
+            Access::Write if np.access == Access::Read => self.make_writable(page, out),
+            Access::Write => {
+                np.want_write = true;
+                if !np.fetching {
+                    self.fetch(ctx, page, out);
+                }
+            }
+            _ => {
+                if !np.fetching {
+                    self.fetch(ctx, page, out);
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- messages
+
+    pub(crate) fn on_message(
+        &mut self,
+        ctx: &dyn Context,
+        from: NodeId,
+        msg: &ProtoMsg,
+        data_len: usize,
+        out: &mut Vec<Action>,
+    ) {
+        match msg {
+            // ---- home side ----
+            &ProtoMsg::ReadReq { page } => {
+                if self.mode == Mode::Eager {
+                    self.copysets.entry(page).or_default().insert(from);
+                }
+                out.push(Action::Send {
+                    to: from,
+                    msg: ProtoMsg::Grant {
+                        page,
+                        access: Access::Read,
+                        with_data: true,
+                    },
+                    attach: Some(page),
+                });
+            }
+            ProtoMsg::Diffs {
+                token,
+                diffed,
+                pushed,
+            } => {
+                if data_len > 0 {
+                    out.push(Action::ApplyIncomingDiffs);
+                }
+                self.stats.diffs_applied += diffed.len() as u64;
+                let first = msg.page();
+                let reply = Reply::Remote {
+                    to: from,
+                    token: *token,
+                    page: first,
+                };
+                let written: Vec<PageId> = diffed.iter().chain(pushed).copied().collect();
+                self.invalidate_others(ctx, &written, from, reply, out);
+            }
+            &ProtoMsg::InvalAck { page } => {
+                if data_len > 0 {
+                    // A writer's diff pushed before it dropped its copy.
+                    out.push(Action::ApplyIncomingDiffs);
+                    self.stats.diffs_applied += 1;
+                }
+                self.inval_acked(ctx, page, from, out);
+            }
+            // ---- node side ----
+            &ProtoMsg::Grant { page, .. } => self.granted(ctx, page, out),
+            &ProtoMsg::Inval { page } => self.invalidated(ctx, page, from, out),
+            &ProtoMsg::DiffAck { token, .. } => {
+                if let Some(f) = self.flushes.iter_mut().find(|f| f.id == token) {
+                    f.waiting = f.waiting.saturating_sub(1);
+                }
+                self.complete_flushes(out);
+            }
+            // sc-sw traffic never reaches this protocol; a stray message is ignored.
+            ProtoMsg::WriteReq { .. }
+            | ProtoMsg::FwdRead { .. }
+            | ProtoMsg::FwdWrite { .. }
+            | ProtoMsg::Done { .. } => {}
+        }
+    }
+
+    /// Home side: `writer` changed `pages` (diffs applied already). sc-mw invalidates every
+    /// other copy and answers once all are acknowledged; scope answers at once.
+    fn invalidate_others(
+        &mut self,
+        ctx: &dyn Context,
+        pages: &[PageId],
+        writer: NodeId,
+        reply: Reply,
+        out: &mut Vec<Action>,
+    ) {
+        let key = self.next_home_flush;
+        self.next_home_flush += 1;
+        let mut acks = 0u32;
+        if self.mode == Mode::Eager {
+            for &page in pages {
+                // Invalidations another flush started and that are not acknowledged yet: the
+                // copies they target predate these diffs too (one may still be in flight as a
+                // grant), so this flush waits for them as well.
+                for (_, keys) in self
+                    .inval_pending
+                    .range_mut((page, 0)..=(page, NodeId::MAX))
+                {
+                    keys.push(key);
+                    acks += 1;
+                }
+                let Some(cs) = self.copysets.get_mut(&page) else {
+                    continue;
+                };
+                let targets: Vec<NodeId> = cs.iter().filter(|&n| n != writer).collect();
+                for t in targets {
+                    cs.remove(t);
+                    self.inval_pending.entry((page, t)).or_default().push(key);
+                    acks += 1;
+                    out.push(Action::Send {
+                        to: t,
+                        msg: ProtoMsg::Inval { page },
+                        attach: None,
+                    });
+                }
+            }
+            debug_assert!(
+                !pages.iter().any(|&p| ctx.home(p) != ctx.me()),
+                "diffs for a page homed elsewhere"
+            );
+        }
+        if acks == 0 {
+            self.home_flush_done(reply, out);
+        } else {
+            self.home_flushes.insert(key, HomeFlush { reply, acks });
+        }
+    }
+
+    fn inval_acked(
+        &mut self,
+        _ctx: &dyn Context,
+        page: PageId,
+        from: NodeId,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(keys) = self.inval_pending.remove(&(page, from)) else {
+            return; // stray acknowledgement: nothing waits for it
+        };
+        for key in keys {
+            let Some(hf) = self.home_flushes.get_mut(&key) else {
+                continue;
+            };
+            hf.acks -= 1;
+            if hf.acks == 0 {
+                let reply = hf.reply;
+                self.home_flushes.remove(&key);
+                self.home_flush_done(reply, out);
+            }
+        }
+    }
+
+    fn home_flush_done(&mut self, reply: Reply, out: &mut Vec<Action>) {
+        match reply {
+            Reply::Remote { to, token, page } => {
+                out.push(Action::Send {
+                    to,
+                    msg: ProtoMsg::DiffAck { token, page },
+                    attach: None,
+                });
+            }
+            Reply::Local { id } => {
+                if let Some(f) = self.flushes.iter_mut().find(|f| f.id == id) {
+                    f.waiting = f.waiting.saturating_sub(1);
+                }
+                self.complete_flushes(out);
+            }
+        }
+    }
+
+    /// Node side: the home's copy arrived.
+    fn granted(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        let np = self.page(page);
+        if !np.fetching {
+            return; // stray grant: nothing asked for it
+        }
+        if std::mem::take(&mut np.stale_fetch) {
+            // scope: the copy may predate writes a notice told us about; ask again (the home
+            // serves the new request after the writer's diffs, which were acknowledged before
+            // the notice was handed out).
+            self.fetch(ctx, page, out);
+            return;
+        }
+        np.fetching = false;
+        let want_write = std::mem::take(&mut np.want_write);
+        out.push(Action::InstallIncoming {
+            page,
+            access: Access::Read,
+        });
+        self.page(page).access = Access::Read;
+        if want_write {
+            self.make_writable(page, out);
+        }
+    }
+
+    /// Node side (sc-mw): the home invalidates this node's copy. A dirty copy's diff goes back
+    /// with the acknowledgement so its writes survive; the page is then named at the next
+    /// release.
+    fn invalidated(
+        &mut self,
+        _ctx: &dyn Context,
+        page: PageId,
+        from: NodeId,
+        out: &mut Vec<Action>,
+    ) {
+        if self.page(page).access != Access::None {
+            self.stats.invalidations += 1;
+        }
+        let ack = ProtoMsg::InvalAck { page };
+        if self.dirty.remove(&page) {
+            self.set_access(page, Access::Read, out);
+            out.push(Action::SendDiffs {
+                to: from,
+                msg: ack,
+                pages: vec![page],
+            });
+            self.stats.diffs_created += 1;
+            self.pushed.insert(page);
+            self.set_access(page, Access::None, out);
+        } else {
+            if self.page(page).access != Access::None {
+                self.set_access(page, Access::None, out);
+            }
+            out.push(Action::Send {
+                to: from,
+                msg: ack,
+                attach: None,
+            });
+        }
+    }
+
+    // ---------------------------------------------------------------- releases
+
+    /// Flushes every dirty page; `release` is completed (ReleaseDone) once every home has
+    /// acknowledged and every earlier flush is complete.
+    fn flush(
+        &mut self,
+        ctx: &dyn Context,
+        release: Option<(u64, Vec<PageId>)>,
+        out: &mut Vec<Action>,
+    ) {
+        let id = self.next_flush;
+        self.next_flush += 1;
+        let dirty = std::mem::take(&mut self.dirty);
+        let pushed = std::mem::take(&mut self.pushed);
+        let dirty_home = std::mem::take(&mut self.dirty_home);
+        // Stop writers first: the diffs and the home's invalidations must see final contents.
+        for &p in dirty.iter().chain(&dirty_home) {
+            self.set_access(p, Access::Read, out);
+        }
+        let mut batches: BTreeMap<NodeId, (Vec<PageId>, Vec<PageId>)> = BTreeMap::new();
+        for &p in &dirty {
+            batches.entry(ctx.home(p)).or_default().0.push(p);
+        }
+        for &p in pushed.difference(&dirty) {
+            batches.entry(ctx.home(p)).or_default().1.push(p);
+        }
+        let mut waiting = batches.len() as u32;
+        for (home, (diffed, pushed)) in batches {
+            self.stats.diffs_created += diffed.len() as u64;
+            out.push(Action::SendDiffs {
+                to: home,
+                msg: ProtoMsg::Diffs {
+                    token: id,
+                    diffed: diffed.clone(),
+                    pushed,
+                },
+                pages: diffed,
+            });
+        }
+        if self.mode == Mode::Eager && !dirty_home.is_empty() {
+            let pages: Vec<PageId> = dirty_home.into_iter().collect();
+            // Counted before the call: it may complete (and decrement) at once.
+            waiting += 1;
+            self.flushes.push_back(Flush {
+                id,
+                waiting,
+                release,
+            });
+            self.invalidate_others(ctx, &pages, ctx.me(), Reply::Local { id }, out);
+        } else {
+            self.flushes.push_back(Flush {
+                id,
+                waiting,
+                release,
+            });
+        }
+        self.complete_flushes(out);
+    }
+
+    /// Completes finished flushes in order.
+    fn complete_flushes(&mut self, out: &mut Vec<Action>) {
+        while self.flushes.front().is_some_and(|f| f.waiting == 0) {
+            let f = self.flushes.pop_front().expect("front exists");
+            if let Some((token, notices)) = f.release {
+                self.stats.notices_sent += notices.len() as u64;
+                out.push(Action::ReleaseDone { token, notices });
+            }
+        }
+    }
+
+    pub(crate) fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        let notices = match self.mode {
+            Mode::Eager => Vec::new(),
+            Mode::Notices => {
+                self.open = self.open.saturating_sub(1);
+                let n: Vec<PageId> = self.since_release.iter().copied().collect();
+                if self.open == 0 {
+                    self.since_release.clear();
+                }
+                n
+            }
+        };
+        self.flush(ctx, Some((token, notices)), out);
+    }
+
+    pub(crate) fn on_barrier_arrive(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let notices = match self.mode {
+            Mode::Eager => Vec::new(),
+            Mode::Notices => {
+                let mut all = std::mem::take(&mut self.since_barrier);
+                all.extend(self.since_release.iter().copied());
+                if self.open == 0 {
+                    self.since_release.clear();
+                }
+                all.into_iter().collect()
+            }
+        };
+        self.flush(ctx, Some((token, notices)), out);
+    }
+
+    // ---------------------------------------------------------------- acquires
+
+    pub(crate) fn on_acquire(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        if self.mode == Mode::Notices {
+            self.open += 1;
+            self.apply_notices(ctx, notices, out);
+        }
+        out.push(Action::AcquireDone { token });
+    }
+
+    pub(crate) fn on_barrier_depart(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        if self.mode == Mode::Notices {
+            self.apply_notices(ctx, notices, out);
+        }
+        out.push(Action::AcquireDone { token });
+    }
+
+    /// scope: invalidates this node's copies of the pages named by write notices (except the
+    /// pages it is home of, whose master copy already holds every acknowledged diff). Dirty
+    /// copies first push their diffs to their homes, batched; the next release waits for
+    /// those pushes to be acknowledged.
+    fn apply_notices(&mut self, ctx: &dyn Context, notices: &[PageId], out: &mut Vec<Action>) {
+        let me = ctx.me();
+        let mut push: BTreeMap<NodeId, Vec<PageId>> = BTreeMap::new();
+        let mut drop = Vec::new();
+        for &p in notices {
+            if ctx.home(p) == me {
+                continue;
+            }
+            let np = self.page(p);
+            if np.fetching {
+                np.stale_fetch = true;
+                self.stats.notice_invalidations += 1;
+                self.stats.invalidations += 1;
+                continue;
+            }
+            if np.access == Access::None {
+                continue;
+            }
+            self.stats.notice_invalidations += 1;
+            self.stats.invalidations += 1;
+            if self.dirty.remove(&p) {
+                self.set_access(p, Access::Read, out);
+                push.entry(ctx.home(p)).or_default().push(p);
+            }
+            drop.push(p);
+        }
+        if !push.is_empty() {
+            let id = self.next_flush;
+            self.next_flush += 1;
+            self.flushes.push_back(Flush {
+                id,
+                waiting: push.len() as u32,
+                release: None,
+            });
+            for (home, pages) in push {
+                self.stats.diffs_created += pages.len() as u64;
+                out.push(Action::SendDiffs {
+                    to: home,
+                    msg: ProtoMsg::Diffs {
+                        token: id,
+                        diffed: pages.clone(),
+                        pushed: Vec::new(),
+                    },
+                    pages,
+                });
+            }
+        }
+        for p in drop {
+            self.set_access(p, Access::None, out);
+        }
+    }
+
+    // ---------------------------------------------------------------- diagnostics
+
+    pub(crate) fn stats(&self) -> ProtocolStats {
+        self.stats.clone()
+    }
+
+    /// Write notices this node is holding for its next release / barrier (scope).
+    pub(crate) fn pending_notices(&self) -> (usize, usize) {
+        (self.since_release.len(), self.since_barrier.len())
+    }
+
+    pub(crate) fn describe(&self, name: &str, page: PageId) -> String {
+        let local = match self.pages.get(&page) {
+            Some(np) => format!(
+                "access {:?}, fetching: {}, want write: {}, stale fetch: {}, twin: {}, dirty home page: {}, pushed: {}",
+                np.access,
+                np.fetching,
+                np.want_write,
+                np.stale_fetch,
+                self.dirty.contains(&page),
+                self.dirty_home.contains(&page),
+                self.pushed.contains(&page)
+            ),
+            None => "untouched here".to_string(),
+        };
+        let home = match self.copysets.get(&page) {
+            Some(cs) => format!("; home: copyset {:?}", cs.iter().collect::<Vec<_>>()),
+            None => String::new(),
+        };
+        let waits: Vec<NodeId> = self
+            .inval_pending
+            .range((page, 0)..=(page, NodeId::MAX))
+            .map(|(&(_, n), _)| n)
+            .collect();
+        let waits = if waits.is_empty() {
+            String::new()
+        } else {
+            format!(", awaiting inval acks from {waits:?}")
+        };
+        let flushes = if self.flushes.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; node flushes waiting: {:?}",
+                self.flushes
+                    .iter()
+                    .map(|f| (f.id, f.waiting, f.release.as_ref().map(|r| r.0)))
+                    .collect::<Vec<_>>()
+            )
+        };
+        format!(
+            "{name} page {page}: {local}{home}{waits}{flushes}; open critical sections {}",
+            self.open
+        )
+    }
+}

@@ -1,0 +1,112 @@
+//! `sc-mw`: sequential consistency for data-race-free programs, home-based multiple writer.
+//!
+//! The home of a page (`ctx.home(page)`) always holds its master copy and keeps its copyset
+//! (the other nodes holding a copy). Any number of nodes may write a page at once, each in its
+//! own copy:
+//!
+//! - **Read fault** (not home): `ReadReq` to the home, which adds the node to the copyset and
+//!   answers with the master copy, installed read-only.
+//! - **Write fault** (not home): fetch a copy first if there is none, then `MakeTwin` and make
+//!   it writable locally. No ownership, no invalidation at write time: concurrent writers of
+//!   disjoint words of a page do not ping-pong it.
+//! - **Home's own accesses** go to the master copy directly; a home write marks the page dirty.
+//! - **Release and barrier arrival**: every dirty page is lowered to read-only; remote pages'
+//!   diffs go to their homes, batched (one `Diffs` message per home). A home applies them and
+//!   invalidates every other copy (`Inval` to the copyset except the writer, waiting for every
+//!   `InvalAck`), then answers `DiffAck`. The home's own dirty pages are handled the same way
+//!   locally. The release completes (`ReleaseDone`, no notices) only when every home has
+//!   acknowledged, and never before an earlier release of the same node.
+//! - After the flush the writer's copy **stays valid, read-only** (and the writer stays in the
+//!   copyset): it holds the master's contents as of its fetch plus its own writes; words that
+//!   another node wrote concurrently are stale in it, but that node's own release will
+//!   invalidate it before any data-race-free reader can be ordered after those writes.
+//! - **An invalidated dirty copy** (another node released the same page while this node was
+//!   still writing other words of it) is not lost: its diff travels with the `InvalAck`, the
+//!   home applies it, and the page is named (`Diffs::pushed`) at this node's next release so
+//!   the home invalidates the other copies then.
+//! - **Acquire and barrier departure do nothing.** This is correct because every invalidation
+//!   happens *before* the release that published the writes completes: in a data-race-free
+//!   program, a read of data written on another node is ordered after that node's release by a
+//!   lock grant or a barrier, and the sync layer only passes the lock on / counts the arrival
+//!   after `ReleaseDone`. By then every copy of the written pages that existed when the diffs
+//!   were applied has been dropped (acknowledged), copies in flight included (the home's
+//!   `Inval` follows its `Grant` on the same FIFO channel, and the ack follows the install);
+//!   copies fetched later come from the master, which already holds the diffs. So the
+//!   acquirer's next access to such a page faults and fetches the new contents.
+//!
+//! Guarantees: sequential consistency for data-race-free programs (synchronized with this
+//! system's locks and barriers). Racy programs may observe non-SC results (writes are
+//! invisible to other nodes until the writer's next release), and writes of *different bytes of
+//! the same 8-byte word* by two nodes between synchronizations lose one of them (diffs are
+//! word-granular). See `docs/protocols.md`.
+
+use svm_core::protocol::{
+    Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
+};
+
+use crate::home_mw::{HomeMw, Mode};
+
+/// Home-based multiple-writer sequential consistency (for data-race-free programs).
+#[derive(Debug)]
+pub struct ScMultiWriter(HomeMw);
+
+impl ScMultiWriter {
+    pub fn new() -> Self {
+        ScMultiWriter(HomeMw::new(Mode::Eager))
+    }
+}
+
+impl Default for ScMultiWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Protocol for ScMultiWriter {
+    fn name(&self) -> &'static str {
+        "sc-mw"
+    }
+    fn on_fault(&mut self, ctx: &dyn Context, page: PageId, access: Access, out: &mut Vec<Action>) {
+        self.0.on_fault(ctx, page, access, out)
+    }
+    fn on_message(
+        &mut self,
+        ctx: &dyn Context,
+        from: NodeId,
+        msg: &ProtoMsg,
+        data_len: usize,
+        out: &mut Vec<Action>,
+    ) {
+        self.0.on_message(ctx, from, msg, data_len, out)
+    }
+    fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        self.0.on_release(ctx, token, out)
+    }
+    fn on_acquire(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        self.0.on_acquire(ctx, token, notices, out)
+    }
+    fn on_barrier_arrive(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        self.0.on_barrier_arrive(ctx, token, out)
+    }
+    fn on_barrier_depart(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        self.0.on_barrier_depart(ctx, token, notices, out)
+    }
+    fn stats(&self) -> ProtocolStats {
+        self.0.stats()
+    }
+    fn describe(&self, page: PageId) -> String {
+        self.0.describe("sc-mw", page)
+    }
+}

@@ -1,0 +1,481 @@
+//! The SPLASH-2 macro personality (`docs/splash.md`): the C programs of `tests/splash/` are built
+//! with exactly the documented commands,
+//!
+//! ```text
+//! m4 -Ulen -Uindex $(svm-config --m4 splash) x.C > x.c
+//! cc -O2 $(svm-config --cflags) x.c $(svm-config --libs splash) -o x -lm
+//! ```
+//!
+//! (plus `-Wall -Werror`), into a fresh temporary directory, and run under `svmrun` at 1, 2 and 4
+//! nodes with both fault backends. Every program checks itself and prints `PASS <name>`.
+//!
+//! Needs `m4` and a C compiler (`cc`); `.ci/run` installs them. The programs need the runtime,
+//! `target/<profile>/libsvm_splash.so` (crate `svm-api-splash`), and `svm-config` (crate
+//! `svm-run`): `cargo test --workspace` builds both.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use svm_tests::{profile_dir, run_svmrun_env, serial, Output};
+
+const NODES: [usize; 3] = [1, 2, 4];
+const FAULTS: [&str; 2] = ["uffd", "segv"];
+/// Per run. The programs take well under a second natively; DSM runs at 4 nodes on a 2-core
+/// machine are much slower, and debug builds slower still.
+const DEADLINE: Duration = Duration::from_secs(180);
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn sources() -> PathBuf {
+    workspace_root().join("tests/splash")
+}
+
+fn macro_file() -> PathBuf {
+    workspace_root().join("svm-api-splash/macros/c.m4.svm")
+}
+
+fn include_dir() -> PathBuf {
+    workspace_root().join("svm-api-splash/include")
+}
+
+/// Panics with an installation hint unless `tool --version` runs.
+fn require_tool(tool: &str) {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "`{tool}` is not installed or does not run: the SPLASH-2 tests need m4 and a C compiler \
+         (cc); install them, e.g. `apt-get install gcc libc6-dev m4` (.ci/run does)"
+    );
+}
+
+/// `svm-config`, built next to `svmrun`.
+fn svm_config() -> PathBuf {
+    let path = profile_dir().join("svm-config");
+    assert!(
+        path.is_file(),
+        "svm-config not found at {}: build it with `cargo build --workspace --bins` \
+         (`cargo test --workspace` builds it too)",
+        path.display()
+    );
+    path
+}
+
+/// The runtime must exist: the programs link against it. A missing runtime is a failure, not a
+/// reason to skip.
+fn require_runtime() {
+    let lib = profile_dir().join("libsvm_splash.so");
+    assert!(
+        lib.is_file(),
+        "the SPLASH runtime {} is not built: it is the cdylib of the crate svm-api-splash, which \
+         must be a member of the workspace (`cargo build --workspace` then builds it)",
+        lib.display()
+    );
+}
+
+/// A fresh directory for one test's files, removed when the test passes.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("svm-splash-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Runs `script` with `sh -c` in `dir`, with `svm-config` on the PATH; panics with its output
+/// if it fails.
+fn shell(dir: &Path, script: &str) {
+    let bin = svm_config();
+    let bin_dir = bin.parent().expect("svm-config has a directory");
+    let path = match std::env::var_os("PATH") {
+        Some(p) => {
+            let mut dirs = vec![bin_dir.to_path_buf()];
+            dirs.extend(std::env::split_paths(&p));
+            std::env::join_paths(dirs).expect("PATH")
+        }
+        None => bin_dir.as_os_str().to_owned(),
+    };
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env("PATH", path)
+        .output()
+        .expect("cannot run sh");
+    assert!(
+        out.status.success(),
+        "in {}:\n$ {script}\nfailed ({})\n----- stdout -----\n{}\n----- stderr -----\n{}",
+        dir.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Builds `tests/splash/<name>.C` with the documented commands into `scratch`; returns the
+/// executable.
+fn build(name: &str, scratch: &Scratch) -> PathBuf {
+    require_tool("m4");
+    require_tool("cc");
+    require_runtime();
+    let src = sources().join(format!("{name}.C"));
+    std::fs::copy(&src, scratch.0.join(format!("{name}.C")))
+        .unwrap_or_else(|e| panic!("cannot copy {}: {e}", src.display()));
+    shell(
+        &scratch.0,
+        &format!(
+            "m4 -Ulen -Uindex $(svm-config --m4 splash) {name}.C > {name}.c && \
+             cc -O2 -Wall -Werror $(svm-config --cflags) {name}.c \
+             $(svm-config --libs splash) -o {name} -lm"
+        ),
+    );
+    scratch.0.join(name)
+}
+
+/// `svmrun -n NODES --fault FAULT EXE ARGS...` with extra environment.
+fn run(exe: &Path, nodes: usize, fault: &str, args: &[String], envs: &[(&str, &str)]) -> Output {
+    let n = nodes.to_string();
+    let mut full = vec!["-n", &n, "--fault", fault, exe.to_str().expect("utf-8 path")];
+    full.extend(args.iter().map(String::as_str));
+    let _serial = serial();
+    run_svmrun_env(&full, envs, DEADLINE)
+}
+
+/// Builds `name` and runs it at 1, 2 and 4 nodes with both fault backends, with the arguments
+/// `args(nodes)`; every run must exit 0 and print `PASS <name>`.
+fn run_everywhere(name: &str, args: impl Fn(usize) -> Vec<String>) {
+    let scratch = Scratch::new(name);
+    let exe = build(name, &scratch);
+    for nodes in NODES {
+        for fault in FAULTS {
+            let out = run(&exe, nodes, fault, &args(nodes), &[]);
+            out.assert_success();
+            out.assert_stdout_contains(&format!("PASS {name}"));
+            assert!(!out.stdout.contains("FAIL"), "{out}");
+        }
+    }
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
+// ---------------------------------------------------------------- without the runtime
+
+/// m4 output of `text` with the macro file.
+fn expand(text: &str) -> String {
+    require_tool("m4");
+    let scratch = Scratch::new("expand");
+    let file = scratch.0.join("snippet.C");
+    std::fs::write(&file, text).expect("write snippet");
+    let out = Command::new("m4")
+        .args(["-Ulen", "-Uindex"])
+        .arg(macro_file())
+        .arg(&file)
+        .output()
+        .expect("run m4");
+    assert!(
+        out.status.success(),
+        "m4 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Collapses runs of whitespace, for comparing expansions.
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn macros_expand_to_the_runtime_calls() {
+    let cases: &[(&str, &str)] = &[
+        ("LOCKDEC(l)", "long l;"),
+        ("LOCKINIT(G->l)", "{ (G->l) = svm_splash_lock_new(); }"),
+        ("LOCK(G->l)", "{ svm_splash_lock(G->l); }"),
+        ("UNLOCK(G->l)", "{ svm_splash_unlock(G->l); }"),
+        ("ALOCKDEC(a, 8)", "long a;"),
+        (
+            "ALOCKINIT(G->a, n)",
+            "{ (G->a) = svm_splash_lock_array_new((long)(n)); }",
+        ),
+        ("ALOCK(G->a, i)", "{ svm_splash_lock((G->a) + (long)(i)); }"),
+        (
+            "AULOCK(G->a, i+1)",
+            "{ svm_splash_unlock((G->a) + (long)(i+1)); }",
+        ),
+        ("AGETL(G->a, 2)", "((G->a) + (long)(2))"),
+        ("BARDEC(b)", "long b;"),
+        ("BARINIT(G->b)", "{ (G->b) = svm_splash_barrier_new(); }"),
+        ("BARINIT(G->b, P)", "{ (G->b) = svm_splash_barrier_new(); }"),
+        (
+            "BARRIER(G->b, P)",
+            "{ svm_splash_barrier((G->b), (long)(P)); }",
+        ),
+        ("PAUSEDEC(f)", "long f;"),
+        ("PAUSEINIT(G->f)", "{ (G->f) = svm_splash_pause_new(); }"),
+        ("SETPAUSE(G->f)", "{ svm_splash_pause_set(G->f); }"),
+        ("WAITPAUSE(G->f)", "{ svm_splash_pause_wait(G->f); }"),
+        ("CLEARPAUSE(G->f)", "{ svm_splash_pause_clear(G->f); }"),
+        (
+            "CREATE(Slave)",
+            "{ svm_splash_dispatched_++; svm_splash_create((void (*)(void))(Slave)); }",
+        ),
+        (
+            "CREATE(Slave, P)",
+            "{ if ((long)(P) > 1) svm_splash_dispatched_ += (long)(P) - 1; \
+             svm_splash_create_n((void (*)(void))(Slave), (long)(P)); }",
+        ),
+        (
+            "WAIT_FOR_END(P-1)",
+            "{ (void)(long)(P-1); svm_splash_wait_for_end(svm_splash_dispatched_); \
+             svm_splash_dispatched_ = 0; }",
+        ),
+        (
+            "G_MALLOC(n*sizeof(double))",
+            "(svm_splash_malloc((size_t)(n*sizeof(double))))",
+        ),
+        (
+            "G_MALLOC(n, node)",
+            "(svm_splash_malloc((size_t)(n)))",
+        ),
+        ("NU_MALLOC(n)", "(svm_splash_malloc((size_t)(n)))"),
+        ("CLOCK(t)", "{ (t) = svm_splash_clock(); }"),
+        ("MAIN_INITENV", "{ svm_splash_initenv(); }"),
+        ("MAIN_INITENV(,80000000)", "{ svm_splash_initenv(); }"),
+        ("MAIN_INITENV(a, 80000000, b)", "{ svm_splash_initenv(); }"),
+        ("MAIN_END", "{ svm_splash_main_end(); exit(0); }"),
+        ("GET_PID(p)", "{ (p) = svm_splash_node(); }"),
+        ("CONDVARDEC(c)", "long c;"),
+        ("CONDVARINIT(G->c)", "{ (G->c) = svm_splash_condvar_new(); }"),
+        (
+            "CONDVARWAIT(G->c, G->l)",
+            "{ svm_splash_condvar_wait((G->c), (G->l)); }",
+        ),
+        ("CONDVARSIGNAL(G->c)", "{ svm_splash_condvar_signal(G->c); }"),
+        ("CONDVARBCAST(G->c)", "{ svm_splash_condvar_broadcast(G->c); }"),
+        ("FULL_FENCE", "{ svm_splash_fence(); }"),
+        ("G_FREE(p)", "{ svm_splash_free((void *)(p)); }"),
+    ];
+    for (input, expected) in cases {
+        let got = squash(&expand(&format!("{input}\n")));
+        assert_eq!(got, *expected, "expansion of {input}");
+    }
+    let env = expand("MAIN_ENV\n");
+    for header in ["<stdio.h>", "<stdlib.h>", "<splash_svm.h>"] {
+        assert!(
+            env.lines().any(|l| l == format!("#include {header}")),
+            "MAIN_ENV lacks {header}:\n{env}"
+        );
+    }
+    assert!(
+        env.contains("__thread long svm_splash_dispatched_;"),
+        "MAIN_ENV lacks the dispatch counter:\n{env}"
+    );
+    let ext = expand("EXTERN_ENV\n");
+    assert!(
+        ext.contains("extern __thread long svm_splash_dispatched_;"),
+        "EXTERN_ENV lacks the dispatch counter:\n{ext}"
+    );
+    // Identifiers the suite uses as C names are left alone (-Ulen -Uindex).
+    assert_eq!(squash(&expand("len(s) index(s, c)\n")), "len(s) index(s, c)");
+}
+
+/// Every program (and the stub) compiles as C99 without a warning under -Wall -Wextra, no
+/// runtime needed.
+#[test]
+fn programs_are_warning_free_c99() {
+    require_tool("m4");
+    require_tool("cc");
+    let scratch = Scratch::new("c99");
+    let mut names: Vec<String> = std::fs::read_dir(sources())
+        .expect("tests/splash")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "C"))
+        .filter_map(|p| p.file_stem().and_then(|s| s.to_str()).map(str::to_string))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 15, "{names:?}");
+    let m4 = macro_file();
+    let inc = include_dir();
+    let strict = "cc -std=c99 -D_XOPEN_SOURCE=600 -Wall -Wextra -Werror";
+    for name in &names {
+        let src = sources().join(format!("{name}.C"));
+        shell(
+            &scratch.0,
+            &format!(
+                "m4 -Ulen -Uindex '{}' '{}' > {name}.c && {strict} -I'{}' -c {name}.c",
+                m4.display(),
+                src.display(),
+                inc.display()
+            ),
+        );
+    }
+    // The whole macro set, even pedantically.
+    shell(
+        &scratch.0,
+        &format!(
+            "{strict} -pedantic -I'{}' -c macros.c -o pedantic.o",
+            inc.display()
+        ),
+    );
+    // The stub is self-contained and agrees with the header.
+    let stub = workspace_root().join("svm-api-splash/stub/svm_splash_stub.c");
+    shell(
+        &scratch.0,
+        &format!(
+            "{strict} -pedantic -c '{0}' -o stub1.o && \
+             {strict} -include '{1}/splash_svm.h' -c '{0}' -o stub2.o",
+            stub.display(),
+            inc.display()
+        ),
+    );
+}
+
+// ---------------------------------------------------------------- the applications
+
+#[test]
+fn fft_six_step_with_inverse_check() {
+    run_everywhere("fft", |n| words(&format!("-p{n} -m 12 -t")));
+}
+
+#[test]
+fn lu_blocked_with_residual_check() {
+    run_everywhere("lu", |n| words(&format!("-p{n} -n 64 -b 16 -t")));
+}
+
+#[test]
+fn radix_sort_with_pause_flag_phases() {
+    run_everywhere("radix", |n| words(&format!("-p{n} -n 16384 -t")));
+}
+
+#[test]
+fn sor_red_black_with_a_barrier_per_phase() {
+    run_everywhere("sor", |n| words(&format!("-p{n} -n 30")));
+}
+
+// ---------------------------------------------------------------- the facts of the spec
+
+#[test]
+fn globals_set_before_create_are_shared() {
+    run_everywhere("globals", |n| words(&format!("-p {n}")));
+}
+
+#[test]
+fn globals_communicate_after_create() {
+    run_everywhere("tree", |n| words(&format!("-p {n} -d 8 -f 10")));
+}
+
+#[test]
+fn plain_flag_spins_terminate() {
+    run_everywhere("spin", |n| words(&format!("-p {n} -r 20")));
+}
+
+#[test]
+fn both_create_forms_and_repeated_rounds() {
+    run_everywhere("create", |n| words(&format!("-p {n}")));
+}
+
+#[test]
+fn more_creates_than_nodes() {
+    // 4 CREATEs on 1 and 2 nodes (the spec's case: 2 nodes, 4 CREATEs), 8 on 4 nodes.
+    run_everywhere("overcommit", |n| words(&format!("-p {}", 4.max(2 * n))));
+}
+
+#[test]
+fn clock_and_g_malloc_before_main_initenv() {
+    run_everywhere("early", |n| words(&format!("-p {n}")));
+}
+
+#[test]
+fn sync_objects_in_g_malloced_structs() {
+    run_everywhere("syncobj", |n| words(&format!("-p {n}")));
+}
+
+#[test]
+fn workers_call_g_malloc() {
+    run_everywhere("wmalloc", |n| words(&format!("-p {n}")));
+}
+
+#[test]
+fn condition_variables() {
+    run_everywhere("condvar", |n| words(&format!("-p{n} -n 100")));
+}
+
+#[test]
+fn every_other_macro() {
+    run_everywhere("macros", |n| words(&format!("-p {n}")));
+}
+
+/// `"pages_fetched":N` of every JSON stats object on stderr (lines `[K] {...}`).
+fn pages_fetched(out: &Output) -> Vec<u64> {
+    out.stderr
+        .lines()
+        .filter_map(|line| {
+            let json = &line[line.find('{')?..];
+            let rest = &json[json.find("\"pages_fetched\":")? + "\"pages_fetched\":".len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect()
+}
+
+#[test]
+fn a_huge_bss_is_shared_lazily() {
+    let scratch = Scratch::new("bigbss");
+    let exe = build("bigbss", &scratch);
+    for nodes in NODES {
+        for fault in FAULTS {
+            let args = words(&format!("-p {nodes}"));
+            let out = run(&exe, nodes, fault, &args, &[("SVM_STATS", "json")]);
+            out.assert_success().assert_stdout_contains("PASS bigbss");
+            let fetched = pages_fetched(&out);
+            assert_eq!(
+                fetched.len(),
+                nodes,
+                "expected one stats object with pages_fetched per node\n{out}"
+            );
+            // 512 MiB are 131072 pages: a lazy data segment fetches a handful.
+            assert!(
+                fetched.iter().all(|&p| p <= 64),
+                "too many pages fetched {fetched:?}\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn exit_in_a_worker_ends_the_job_with_its_status() {
+    let scratch = Scratch::new("exit3");
+    let exe = build("exit3", &scratch);
+    for nodes in NODES {
+        for fault in FAULTS {
+            let out = run(&exe, nodes, fault, &words(&format!("-p {nodes}")), &[]);
+            assert_eq!(out.status.code(), Some(3), "expected exit status 3\n{out}");
+            out.assert_stdout_contains("exit3: worker exits with status 3");
+            assert!(!out.stdout.contains("FAIL"), "{out}");
+            assert!(!out.lingering, "a node outlived svmrun\n{out}");
+        }
+    }
+}
