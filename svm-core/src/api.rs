@@ -63,6 +63,8 @@ pub enum SvmError {
     BarrierMismatch { node: NodeId, barrier: u64, expected: u32, got: u32 },
     #[error("svm: node {node}: barrier {barrier} called with a participant count of 0")]
     ZeroCount { node: NodeId, barrier: u64 },
+    #[error("svm: node {node}: there is no node {to} in a job of {nodes} nodes")]
+    BadNode { node: NodeId, to: usize, nodes: NodeId },
     #[error("svm: node {node}: cannot share the program's data {start:#x}..{end:#x}: {why}")]
     Static { node: NodeId, start: usize, end: usize, why: String },
     #[error("svm: node {node}: {what} id {id} is reserved for the runtime (ids must be below 2^63)")]
@@ -178,7 +180,13 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     if boot.launcher == Launcher::Svmrun {
         die_with_launcher();
     }
-    let protocol = factory(&cfg.protocol).ok_or_else(|| SvmError::UnknownProtocol(cfg.protocol.clone()))?;
+    // One instance of every protocol this build has: regions may use any of them; the default
+    // region uses SVM_PROTOCOL.
+    let protocols: Vec<Option<Box<dyn Protocol>>> =
+        crate::protocol::PROTOCOL_NAMES.iter().map(|name| factory(name)).collect();
+    let default_proto = crate::protocol::protocol_id(&cfg.protocol)
+        .filter(|id| protocols[*id as usize].is_some())
+        .ok_or_else(|| SvmError::UnknownProtocol(cfg.protocol.clone()))?;
     let sys_err = |err| SvmError::Sys { node: me, err };
     let kind = match cfg.fault {
         Some(k) => k,
@@ -191,6 +199,7 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     };
     let mut window = Window::map(cfg.space_base, cfg.space_size, backing).map_err(sys_err)?;
     let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, me, boot.size);
+    space.set_default_protocol(default_proto);
     for &(start, end) in &opts.statics {
         let ps = cfg.page_size;
         let (base, top) = (start / ps * ps, end.div_ceil(ps) * ps);
@@ -233,7 +242,7 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
         sys::close_inherited(fd);
     }
     let verbose = cfg.verbose;
-    let node = Node::start(cfg, me, boot.size, space, backend, links, protocol).map_err(sys_err)?;
+    let node = Node::start(cfg, me, boot.size, space, backend, links, protocols, default_proto).map_err(sys_err)?;
     if verbose {
         eprintln!(
             "svm: node {me} of {}: protocol {}, fault backend {}, window {:#x}+{:#x}, page {} B",
@@ -370,6 +379,18 @@ pub fn alloc_collective_with<T: bytemuck::Pod>(len: usize, home: SpaceHome) -> R
     let n = node()?;
     let bytes = bytes_of::<T>(len, n)?;
     let addr = n.space.alloc_collective(bytes, home).map_err(|err| SvmError::Space { node: n.me, err })?;
+    n.retry_deferred();
+    Ok(SharedSlice { addr, len, _t: PhantomData })
+}
+
+/// Collective allocation of a region with its own home policy and coherence protocol
+/// (`"sc-sw"`, `"sc-mw"`, `"scope"`): different regions may use different protocols in one
+/// run.
+pub fn alloc_collective_in<T: bytemuck::Pod>(len: usize, home: SpaceHome, protocol: &str) -> Result<SharedSlice<T>> {
+    let n = node()?;
+    let proto = crate::protocol::protocol_id(protocol).ok_or_else(|| SvmError::UnknownProtocol(protocol.to_string()))?;
+    let bytes = bytes_of::<T>(len, n)?;
+    let addr = n.space.alloc_collective_proto(bytes, home, proto).map_err(|err| SvmError::Space { node: n.me, err })?;
     n.retry_deferred();
     Ok(SharedSlice { addr, len, _t: PhantomData })
 }
@@ -540,6 +561,29 @@ impl Semaphore {
     pub fn wait(&self) -> Result<()> {
         sem_wait(self.id)
     }
+}
+
+pub use crate::node::UserMessage;
+
+/// Sends a message to node `to` (messages from one sender to one receiver arrive in order).
+/// `tag` lets receivers select what they take.
+pub fn send_message(to: usize, tag: u64, data: &[u8]) -> Result<()> {
+    let n = node()?;
+    if to >= n.nodes as usize {
+        return Err(SvmError::BadNode { node: n.me, to, nodes: n.nodes });
+    }
+    n.send_user(to as NodeId, tag, data);
+    Ok(())
+}
+
+/// Receives the first queued message accepted by `filter`, waiting up to `timeout` (None:
+/// until `SVM_TIMEOUT`, which ends the node with a diagnostic). `Ok(None)` on timeout.
+pub fn recv_message(
+    filter: impl FnMut(&UserMessage) -> bool,
+    timeout: Option<std::time::Duration>,
+) -> Result<Option<UserMessage>> {
+    let n = node()?;
+    Ok(n.recv_user(filter, timeout))
 }
 
 /// Ends the whole job: every node exits with `code` (this one too). For personalities whose

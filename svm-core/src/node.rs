@@ -96,7 +96,11 @@ enum Blocked {
 }
 
 struct EngineState {
-    protocol: Box<dyn Protocol>,
+    /// Protocol instances by wire id (`PROTOCOL_NAMES`); None where unavailable.
+    protocols: Vec<Option<Box<dyn Protocol>>>,
+    /// Releases and acquires under way in several protocols: token → (protocols still to
+    /// answer, notices gathered).
+    fanin: FxHashMap<u64, (usize, Vec<PageId>)>,
     sync: SyncState,
     sems: SemState,
     pages: PageTable,
@@ -143,6 +147,14 @@ impl Context for Ctx<'_> {
     }
 }
 
+/// A message of the application or a personality, waiting to be received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserMessage {
+    pub from: NodeId,
+    pub tag: u64,
+    pub data: Vec<u8>,
+}
+
 /// One node's runtime.
 pub struct Node {
     pub me: NodeId,
@@ -157,6 +169,8 @@ pub struct Node {
     engine: Mutex<Option<JoinHandle<()>>>,
     protocol_name: &'static str,
     next_waiter: AtomicU64,
+    user_box: Mutex<VecDeque<UserMessage>>,
+    user_cv: std::sync::Condvar,
 }
 
 thread_local! {
@@ -172,12 +186,14 @@ impl Node {
         space: Arc<Space>,
         backend: Box<dyn FaultBackend>,
         links: Vec<Option<Box<dyn Link>>>,
-        protocol: Box<dyn Protocol>,
+        protocols: Vec<Option<Box<dyn Protocol>>>,
+        default_proto: u8,
     ) -> Result<Arc<Node>, crate::sys::SysError> {
         let page_size = space.page_size();
-        let protocol_name = protocol.name();
+        let protocol_name = crate::protocol::PROTOCOL_NAMES[default_proto as usize];
         let state = EngineState {
-            protocol,
+            protocols,
+            fanin: FxHashMap::default(),
             sync: SyncState::new(me, nodes),
             sems: SemState::new(nodes),
             pages: PageTable::default(),
@@ -212,6 +228,8 @@ impl Node {
             engine: Mutex::new(None),
             protocol_name,
             next_waiter: AtomicU64::new(1),
+            user_box: Mutex::new(VecDeque::new()),
+            user_cv: std::sync::Condvar::new(),
         });
         let poller = Poller::new()?;
         poller.add(node.backend.poll_fd(), TOKEN_FAULTS)?;
@@ -303,7 +321,7 @@ impl Node {
                 w.need,
                 self.space.page_addr(page),
                 self.space.home(page),
-                st.protocol.describe(page)
+                self.protocol_of(st, page).map(|p| p.describe(page)).unwrap_or_default()
             ));
             let others = st.pages.pages_waited_on();
             if others > 1 {
@@ -342,17 +360,18 @@ impl Node {
     // ----------------------------------------------------------------------------------------
     // Protocol actions
 
-    fn run_actions(&self, st: &mut EngineState, actions: Vec<Action>, incoming: &[u8]) {
+    /// Runs the actions protocol `proto` emitted, in order.
+    fn run_actions(&self, st: &mut EngineState, proto: u8, actions: Vec<Action>, incoming: &[u8]) {
         let ps = self.space.page_size();
         for a in actions {
             match a {
                 Action::Send { to, msg, attach } => match attach {
-                    None => self.send(st, to, Msg::Proto { proto: 0, msg }, &[]),
+                    None => self.send(st, to, Msg::Proto { proto, msg }, &[]),
                     Some(page) => {
                         let mut buf = std::mem::take(&mut st.page_buf);
                         self.read_local(st, page, &mut buf);
                         st.counters.pages_served += 1;
-                        self.send(st, to, Msg::Proto { proto: 0, msg }, &buf);
+                        self.send(st, to, Msg::Proto { proto, msg }, &buf);
                         st.page_buf = buf;
                     }
                 },
@@ -387,11 +406,17 @@ impl Node {
                     st.counters.bytes_fetched += ps as u64;
                     self.apply_access(st, page, access, present);
                 }
-                Action::ReleaseDone { token, notices } => self.release_done(st, token, notices),
+                Action::ReleaseDone { token, notices } => {
+                    if let Some(notices) = Self::fan_in(st, token, notices) {
+                        self.release_done(st, token, notices);
+                    }
+                }
                 Action::AcquireDone { token } => {
-                    if let Some(c) = st.acquires.remove(&token) {
-                        for w in c.waiters {
-                            self.complete(st, w, c.result.clone());
+                    if Self::fan_in(st, token, Vec::new()).is_some() {
+                        if let Some(c) = st.acquires.remove(&token) {
+                            for w in c.waiters {
+                                self.complete(st, w, c.result.clone());
+                            }
                         }
                     }
                 }
@@ -417,7 +442,7 @@ impl Node {
                     }
                     st.page_buf = cur;
                     st.counters.diff_bytes_sent += data.len() as u64;
-                    self.send(st, to, Msg::Proto { proto: 0, msg }, &data);
+                    self.send(st, to, Msg::Proto { proto, msg }, &data);
                 }
                 Action::ApplyIncomingDiffs => {
                     if !incoming.is_empty() {
@@ -541,9 +566,13 @@ impl Node {
             return;
         }
         e.waiters.push(PageWaiter { waiter: f.waiter, need, since_ns: f.since_ns });
+        let proto = self.space.proto_of(page);
         let mut acts = Vec::new();
-        st.protocol.on_fault(&self.ctx(), page, need, &mut acts);
-        self.run_actions(st, acts, &[]);
+        match st.protocols.get_mut(proto as usize).and_then(|p| p.as_mut()) {
+            Some(p) => p.on_fault(&self.ctx(), page, need, &mut acts),
+            None => self.fatal(Some(st), &format!("page {page} uses protocol {proto}, which this build lacks")),
+        }
+        self.run_actions(st, proto, acts, &[]);
     }
 
     // ----------------------------------------------------------------------------------------
@@ -568,10 +597,13 @@ impl Node {
     fn dispatch(&self, st: &mut EngineState, from: NodeId, msg: Msg, data: &[u8]) {
         st.handling_remote = from != self.me;
         match msg {
-            Msg::Proto { msg, .. } => {
+            Msg::Proto { proto, msg } => {
                 let mut acts = Vec::new();
-                st.protocol.on_message(&self.ctx(), from, &msg, data.len(), &mut acts);
-                self.run_actions(st, acts, data);
+                match st.protocols.get_mut(proto as usize).and_then(|p| p.as_mut()) {
+                    Some(p) => p.on_message(&self.ctx(), from, &msg, data.len(), &mut acts),
+                    None => self.fatal(Some(st), &format!("node {from} sent a message of unknown protocol {proto}")),
+                }
+                self.run_actions(st, proto, acts, data);
             }
             Msg::Sync(m) => {
                 let mut evs = Vec::new();
@@ -593,6 +625,11 @@ impl Node {
                     eprintln!("svm: node {}: the job was ended by {reason} (status {code})", self.me);
                 }
                 crate::sys::exit_now(code);
+            }
+            Msg::User { tag } => {
+                let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
+                b.push_back(UserMessage { from, tag, data: data.to_vec() });
+                self.user_cv.notify_all();
             }
             Msg::Hello { .. } | Msg::PeerTable { .. } => {
                 self.fatal(Some(st), &format!("node {from} sent a handshake message after setup (protocol error)"));
@@ -657,9 +694,7 @@ impl Node {
                     }
                     let token = Self::new_token(st);
                     st.acquires.insert(token, AcquireCont { waiters, result: WaitResult::BarrierDone });
-                    let mut acts = Vec::new();
-                    st.protocol.on_barrier_depart(&self.ctx(), token, &notices, &mut acts);
-                    self.run_actions(st, acts, &[]);
+                    self.acquire_all(st, token, &notices, true);
                 }
                 SyncEvent::BarrierMismatch { waiter, expected, got, .. } => {
                     self.complete(st, waiter, WaitResult::BarrierMismatch { expected, got })
@@ -668,12 +703,63 @@ impl Node {
         }
     }
 
+    /// The protocol instance of `page`.
+    fn protocol_of<'a>(&self, st: &'a EngineState, page: PageId) -> Option<&'a dyn Protocol> {
+        st.protocols.get(self.space.proto_of(page) as usize).and_then(|p| p.as_deref())
+    }
+
+    /// Records one protocol's answer for `token`; returns the gathered notices once every
+    /// protocol has answered.
+    fn fan_in(st: &mut EngineState, token: u64, notices: Vec<PageId>) -> Option<Vec<PageId>> {
+        let e = st.fanin.get_mut(&token)?;
+        e.0 -= 1;
+        e.1.extend(notices);
+        if e.0 > 0 {
+            return None;
+        }
+        st.fanin.remove(&token).map(|(_, n)| n)
+    }
+
+    /// Runs a release (lock release, semaphore post, barrier arrival with `barrier`) in every
+    /// protocol; it completes when all have answered.
+    fn release_all(&self, st: &mut EngineState, token: u64, barrier: bool) {
+        let ids: Vec<u8> = (0..st.protocols.len() as u8).filter(|i| st.protocols[*i as usize].is_some()).collect();
+        st.fanin.insert(token, (ids.len(), Vec::new()));
+        for id in ids {
+            let mut acts = Vec::new();
+            if let Some(p) = st.protocols[id as usize].as_mut() {
+                if barrier {
+                    p.on_barrier_arrive(&self.ctx(), token, &mut acts);
+                } else {
+                    p.on_release(&self.ctx(), token, &mut acts);
+                }
+            }
+            self.run_actions(st, id, acts, &[]);
+        }
+    }
+
+    /// Runs an acquire (lock grant, semaphore grant, barrier departure with `barrier`) in
+    /// every protocol; the waiters wake when all have answered.
+    fn acquire_all(&self, st: &mut EngineState, token: u64, notices: &[PageId], barrier: bool) {
+        let ids: Vec<u8> = (0..st.protocols.len() as u8).filter(|i| st.protocols[*i as usize].is_some()).collect();
+        st.fanin.insert(token, (ids.len(), Vec::new()));
+        for id in ids {
+            let mut acts = Vec::new();
+            if let Some(p) = st.protocols[id as usize].as_mut() {
+                if barrier {
+                    p.on_barrier_depart(&self.ctx(), token, notices, &mut acts);
+                } else {
+                    p.on_acquire(&self.ctx(), token, notices, &mut acts);
+                }
+            }
+            self.run_actions(st, id, acts, &[]);
+        }
+    }
+
     fn start_acquire(&self, st: &mut EngineState, waiters: Vec<Waiter>, result: WaitResult, notices: &[PageId]) {
         let token = Self::new_token(st);
         st.acquires.insert(token, AcquireCont { waiters, result });
-        let mut acts = Vec::new();
-        st.protocol.on_acquire(&self.ctx(), token, notices, &mut acts);
-        self.run_actions(st, acts, &[]);
+        self.acquire_all(st, token, notices, false);
     }
 
     fn release_done(&self, st: &mut EngineState, token: u64, notices: Vec<PageId>) {
@@ -763,11 +849,48 @@ impl Node {
             }
             let token = Self::new_token(st);
             st.releases.insert(token, ReleaseCont::Unlock { lock: id, waiter: w });
-            let mut acts = Vec::new();
-            st.protocol.on_release(&n.ctx(), token, &mut acts);
-            n.run_actions(st, acts, &[]);
+            n.release_all(st, token, false);
         });
         r == WaitResult::Released
+    }
+
+    /// Sends a user message to node `to` (this node included). Messages from one sender to one
+    /// receiver arrive in order.
+    pub fn send_user(&self, to: NodeId, tag: u64, data: &[u8]) {
+        if to == self.me {
+            let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
+            b.push_back(UserMessage { from: to, tag, data: data.to_vec() });
+            self.user_cv.notify_all();
+            return;
+        }
+        let mut st = self.lock_state();
+        self.send(&mut st, to, Msg::User { tag }, data);
+    }
+
+    /// Takes the first queued user message accepted by `filter`, waiting up to `timeout`
+    /// (None: until `SVM_TIMEOUT` ends the node with a diagnostic). Returns None on timeout.
+    pub fn recv_user(
+        &self,
+        mut filter: impl FnMut(&UserMessage) -> bool,
+        timeout: Option<Duration>,
+    ) -> Option<UserMessage> {
+        let deadline = Instant::now() + timeout.unwrap_or(self.cfg.timeout);
+        let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(i) = b.iter().position(&mut filter) {
+                return b.remove(i);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                if timeout.is_some() {
+                    return None;
+                }
+                drop(b);
+                let st = self.lock_state();
+                self.fatal(Some(&st), &format!("timed out after {:?} (SVM_TIMEOUT) waiting for a message", self.cfg.timeout));
+            }
+            b = self.user_cv.wait_timeout(b, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
     }
 
     /// Posts semaphore `id` (a release).
@@ -775,9 +898,7 @@ impl Node {
         self.wait_op(Blocked::SemPost(id), |n, st, w| {
             let token = Self::new_token(st);
             st.releases.insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
-            let mut acts = Vec::new();
-            st.protocol.on_release(&n.ctx(), token, &mut acts);
-            n.run_actions(st, acts, &[]);
+            n.release_all(st, token, false);
         });
     }
 
@@ -800,9 +921,7 @@ impl Node {
             }
             let token = Self::new_token(st);
             st.releases.insert(token, ReleaseCont::Barrier { barrier: id, count, waiter: w });
-            let mut acts = Vec::new();
-            st.protocol.on_barrier_arrive(&n.ctx(), token, &mut acts);
-            n.run_actions(st, acts, &[]);
+            n.release_all(st, token, true);
         });
         self.lock_state().counters.barrier_wait_ns.record(t0.elapsed().as_nanos() as u64);
         r
@@ -855,10 +974,12 @@ impl Node {
     pub fn stats(&self) -> Stats {
         let st = self.lock_state();
         let mut c = st.counters.clone();
-        let ps = st.protocol.stats();
-        c.invalidations = ps.invalidations;
-        c.notices_sent = ps.notices_sent;
-        c.notice_invalidations = ps.notice_invalidations;
+        for p in st.protocols.iter().flatten() {
+            let ps = p.stats();
+            c.invalidations += ps.invalidations;
+            c.notices_sent += ps.notices_sent;
+            c.notice_invalidations += ps.notice_invalidations;
+        }
         Stats::from_counters(&c, self.me, self.nodes, self.protocol_name, self.backend.name())
     }
 

@@ -175,3 +175,11 @@ pub trait Protocol: Send {
     /// diagnostics: who owns it, what is pending).
     fn describe(&self, page: PageId) -> String;
 }
+
+/// Protocol names by wire id (`Msg::Proto { proto }`): the index in this list.
+pub const PROTOCOL_NAMES: &[&str] = &["sc-sw", "sc-mw", "scope"];
+
+/// Wire id of a protocol name.
+pub fn protocol_id(name: &str) -> Option<u8> {
+    PROTOCOL_NAMES.iter().position(|n| *n == name).map(|i| i as u8)
+}

@@ -24,6 +24,9 @@ pub enum Home {
     Cyclic,
     /// Page i of the region on `list[i % list.len()]`.
     Custom(Vec<NodeId>),
+    /// Consecutive runs: `(node, pages)` in order; pages past the last run belong to the last
+    /// run's node (SMI's BLOCKED and CUSTOMIZED layouts).
+    Runs(Vec<(NodeId, u64)>),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -57,6 +60,8 @@ struct Region {
     start: PageId,
     end: PageId,
     home: Home,
+    /// Protocol id (`crate::protocol::PROTOCOL_NAMES`) of the region's pages.
+    proto: u8,
 }
 
 #[derive(Debug)]
@@ -113,6 +118,8 @@ pub struct Space {
     local: Mutex<Arena>,
     regions: RwLock<Vec<Region>>,
     statics: Vec<StaticSeg>,
+    /// Protocol of pages outside any region with its own (`SVM_PROTOCOL`).
+    default_proto: u8,
 }
 
 /// Alignment of small allocations (pages for anything of a page or more).
@@ -135,6 +142,25 @@ impl Space {
             local: Mutex::new(Arena::new(my_start, my_start + node_arena_size)),
             regions: RwLock::new(Vec::new()),
             statics: Vec::new(),
+            default_proto: 0,
+        }
+    }
+
+    /// Sets the protocol id of pages outside regions with a protocol of their own.
+    pub fn set_default_protocol(&mut self, proto: u8) {
+        self.default_proto = proto;
+    }
+
+    /// Protocol id of a page.
+    pub fn proto_of(&self, page: PageId) -> u8 {
+        if page >= STATIC_PAGE_BASE {
+            return self.default_proto;
+        }
+        let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
+        let i = regions.partition_point(|r| r.end <= page);
+        match regions.get(i) {
+            Some(r) if r.start <= page => r.proto,
+            _ => self.default_proto,
         }
     }
 
@@ -225,6 +251,18 @@ impl Space {
                         ((off / per) as NodeId).min(self.nodes - 1)
                     }
                     Home::Custom(list) => list[(off % list.len() as u64) as usize],
+                    Home::Runs(runs) => {
+                        let mut left = off;
+                        let mut home = runs.last().map(|r| r.0).unwrap_or(0);
+                        for &(node, pages) in runs {
+                            if left < pages {
+                                home = node;
+                                break;
+                            }
+                            left -= pages;
+                        }
+                        home
+                    }
                 }
             }
             _ => 0,
@@ -252,6 +290,8 @@ impl Space {
             Home::Node(n) => bad(*n),
             Home::Custom(list) if list.is_empty() => Err(SpaceError::Empty),
             Home::Custom(list) => list.iter().try_for_each(|n| bad(*n)),
+            Home::Runs(runs) if runs.is_empty() => Err(SpaceError::Empty),
+            Home::Runs(runs) => runs.iter().try_for_each(|(n, _)| bad(*n)),
             _ => Ok(()),
         }
     }
@@ -259,6 +299,11 @@ impl Space {
     /// Collective allocation: must be called by every node in the same order with the same
     /// arguments. Page-aligned so regions never share a page.
     pub fn alloc_collective(&self, bytes: usize, home: Home) -> Result<usize, SpaceError> {
+        self.alloc_collective_proto(bytes, home, self.default_proto)
+    }
+
+    /// [`Space::alloc_collective`] for a region whose pages use protocol `proto`.
+    pub fn alloc_collective_proto(&self, bytes: usize, home: Home, proto: u8) -> Result<usize, SpaceError> {
         if bytes == 0 {
             return Err(SpaceError::Empty);
         }
@@ -272,7 +317,7 @@ impl Space {
         let mut regions = self.regions.write().unwrap_or_else(|p| p.into_inner());
         regions.retain(|r| r.end <= start || r.start >= end);
         let i = regions.partition_point(|r| r.end <= start);
-        regions.insert(i, Region { start, end, home });
+        regions.insert(i, Region { start, end, home, proto });
         Ok(addr)
     }
 

@@ -18,7 +18,10 @@ fn stdout_of(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).expect("utf-8 output");
-    assert!(text.ends_with('\n') && text.lines().count() == 1, "{text:?}");
+    assert!(
+        text.ends_with('\n') && text.lines().count() == 1,
+        "{text:?}"
+    );
     text.trim_end().to_string()
 }
 
@@ -48,7 +51,10 @@ fn cflags_point_at_the_headers() {
     );
     for f in flags.split(' ') {
         let dir = f.strip_prefix("-I").expect("only -I flags");
-        assert!(Path::new(dir).is_absolute() && Path::new(dir).is_dir(), "{f}");
+        assert!(
+            Path::new(dir).is_absolute() && Path::new(dir).is_dir(),
+            "{f}"
+        );
     }
 }
 
@@ -79,10 +85,7 @@ fn deck_libs() {
     let lib = bin_dir();
     assert_eq!(
         flags,
-        format!(
-            "-L{0} -Wl,-rpath,{0} -lsvm_deck -pthread",
-            lib.display()
-        )
+        format!("-L{0} -Wl,-rpath,{0} -lsvm_deck -pthread", lib.display())
     );
 }
 

@@ -11,8 +11,12 @@
 //! the same order per cell, so the results are bit-identical), compares every cell and appends
 //! `OK` to the line; a mismatch is reported on stderr and the exit status is 1.
 //!
+//! With `--seq` no job is joined: the same iterations run sequentially in private memory and the
+//! process prints the same `checksum=… time_s=…` line (the baseline of `svm-bench apps`).
+//!
 //! ```text
 //! svmrun -n 4 target/release/examples/jacobi 1024 100 --verify
+//! target/release/examples/jacobi 1024 100 --seq
 //! ```
 
 use std::process::ExitCode;
@@ -20,7 +24,8 @@ use std::time::Instant;
 
 use svm::{Home, SharedSlice};
 
-const USAGE: &str = "usage: jacobi [N] [ITERS] [--verify]    (N×N grid, default N=1024 ITERS=100)";
+const USAGE: &str =
+    "usage: jacobi [N] [ITERS] [--verify] [--seq]    (N×N grid, default N=1024 ITERS=100)";
 const DEFAULT_N: usize = 1024;
 const DEFAULT_ITERS: usize = 100;
 const TOP: f64 = 1.0;
@@ -31,14 +36,18 @@ struct Args {
     n: usize,
     iters: usize,
     verify: bool,
+    /// Sequential baseline in private memory, no job.
+    seq: bool,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
     let mut positional = Vec::new();
     let mut verify = false;
+    let mut seq = false;
     for a in std::env::args().skip(1) {
         match a.as_str() {
             "--verify" => verify = true,
+            "--seq" => seq = true,
             "-h" | "--help" => return Ok(None),
             s if s.starts_with('-') => return Err(format!("unknown option {s:?}")),
             _ => positional.push(a),
@@ -70,7 +79,12 @@ fn parse_args() -> Result<Option<Args>, String> {
     if n.checked_mul(n).and_then(|c| c.checked_mul(8)).is_none() {
         return Err(format!("N={n} is too large"));
     }
-    Ok(Some(Args { n, iters, verify }))
+    Ok(Some(Args {
+        n,
+        iters,
+        verify,
+        seq,
+    }))
 }
 
 /// One relaxation step of an interior row: `out[j]` is the mean of the four neighbours of
@@ -276,6 +290,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.seq {
+        let t0 = Instant::now();
+        let grid = sequential(args.n, args.iters);
+        let time_s = t0.elapsed().as_secs_f64();
+        println!("checksum={:.16e} time_s={time_s:.6}", checksum(&grid));
+        return ExitCode::SUCCESS;
+    }
     match run(&args) {
         Ok(Outcome::Passed) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::FAILURE,

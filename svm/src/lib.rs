@@ -31,7 +31,9 @@ pub use svm_core::api::{
     stats, try_lock_id, unlock_id, Barrier, Home, Mutex, MutexGuard, Result, SharedSlice, Svm, SvmError,
     RESERVED_IDS,
 };
-pub use svm_core::api::{sem_post, sem_wait, Semaphore};
+pub use svm_core::api::{
+    alloc_collective_in, recv_message, send_message, sem_post, sem_wait, Semaphore, UserMessage,
+};
 pub use svm_core::stats::Stats;
 
 /// Joins the job started by `svmrun` (or Slurm / Open MPI with `SVM_COORD`); without a launcher

@@ -33,6 +33,9 @@ pub enum Msg {
     Sync(SyncMsg),
     /// Orderly shutdown: the sender has finished and will send nothing but replies.
     Goodbye,
+    /// A message of the application or a personality (SMI send/receive, signals): `tag`
+    /// selects the receiver's queue; the frame's data is the payload.
+    User { tag: u64 },
     /// The sender is ending the job; every receiver exits with status `code` (non-zero unless a
     /// program ended the job on purpose with `exit(0)`), printing `reason`.
     Abort { reason: String, code: i32 },
@@ -133,6 +136,7 @@ impl Msg {
             Msg::Sync(_) => 4,
             Msg::Goodbye => 5,
             Msg::Abort { .. } => 6,
+            Msg::User { .. } => 7,
         }
     }
 
@@ -168,6 +172,7 @@ impl Msg {
             },
             Msg::Goodbye => "goodbye",
             Msg::Abort { .. } => "abort",
+            Msg::User { .. } => "user",
         }
     }
 }

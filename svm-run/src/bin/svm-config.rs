@@ -298,7 +298,10 @@ mod tests {
     fn options_combine_in_order() {
         assert_eq!(
             words(&["--libdir", "--m4", "splash"]),
-            ["/build/target/debug", "/src/svm/svm-api-splash/macros/c.m4.svm"]
+            [
+                "/build/target/debug",
+                "/src/svm/svm-api-splash/macros/c.m4.svm"
+            ]
         );
     }
 
@@ -326,7 +329,10 @@ mod tests {
         assert!(flags.contains(&splash), "{flags:?}");
         for f in &flags {
             let dir = f.strip_prefix("-I").expect("-I flag");
-            assert!(Path::new(dir).is_absolute() && Path::new(dir).is_dir(), "{f}");
+            assert!(
+                Path::new(dir).is_absolute() && Path::new(dir).is_dir(),
+                "{f}"
+            );
         }
         assert!(layout().cflags().is_empty());
     }

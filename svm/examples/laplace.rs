@@ -1,0 +1,256 @@
+//! `laplace [N] [TOL] [--seq]`: Laplace's equation on an N×N grid (default 600, as in the DECK
+//! papers) by red-black Gauss-Seidel until the largest change of a sweep is below TOL (default
+//! 1e-3). The top row is held at 1.0, the other boundary cells at 0.0, the interior starts at 0.
+//!
+//! One iteration = a red sweep (cells with `(row + col)` even) then a black sweep; a cell's new
+//! value is the mean of its four neighbours, which all have the other colour, so the result does
+//! not depend on the order in which rows are visited or on how they are split between nodes: the
+//! distributed run is bit-identical to the sequential one, iteration count included.
+//!
+//! The interior rows are split in `nodes()` contiguous blocks, one per node; the grid is one
+//! collective allocation per block, homed on the node that computes it (like `jacobi`). Per
+//! iteration: red sweep, barrier, black sweep, each node writes its largest change into a shared
+//! array, barrier, every node reads the array and decides whether to stop.
+//!
+//! Rank 0 prints `checksum=<sum of the final grid> iters=<iterations> time_s=<seconds of the
+//! iteration loop>`. `--seq` runs the same in private memory without a job (the baseline).
+//!
+//! ```text
+//! svmrun -n 2 target/release/examples/laplace 600 1e-3
+//! target/release/examples/laplace 600 1e-3 --seq
+//! ```
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use svm::{Home, SharedSlice};
+
+const USAGE: &str = "usage: laplace [N] [TOL] [--seq]    (N×N grid, default N=600 TOL=1e-3)";
+/// Safety net: stop after this many iterations even if TOL is not reached (reported).
+const MAX_ITERS: usize = 200_000;
+const TOP: f64 = 1.0;
+
+type BoxError = Box<dyn std::error::Error>;
+
+struct Args {
+    n: usize,
+    tol: f64,
+    seq: bool,
+}
+
+fn parse_args() -> Result<Option<Args>, String> {
+    let mut pos = Vec::new();
+    let mut seq = false;
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--seq" => seq = true,
+            "-h" | "--help" => return Ok(None),
+            s if s.starts_with("--") => return Err(format!("unknown option {s:?}")),
+            _ => pos.push(a),
+        }
+    }
+    if pos.len() > 2 {
+        return Err("expected at most 2 arguments (N TOL)".into());
+    }
+    let n = match pos.first() {
+        Some(s) => s
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| (3..=20000).contains(&n))
+            .ok_or_else(|| format!("N must be an integer in 3..=20000, got {s:?}"))?,
+        None => 600,
+    };
+    let tol = match pos.get(1) {
+        Some(s) => s
+            .parse::<f64>()
+            .ok()
+            .filter(|t| *t > 0.0 && t.is_finite())
+            .ok_or_else(|| format!("TOL must be a positive number, got {s:?}"))?,
+        None => 1e-3,
+    };
+    Ok(Some(Args { n, tol, seq }))
+}
+
+/// Updates the cells of colour `color` (0 red, 1 black) of interior row `r` in place; returns
+/// the largest change.
+fn relax_row(r: usize, color: usize, prev: &[f64], cur: &mut [f64], next: &[f64]) -> f64 {
+    let n = cur.len();
+    let mut err = 0.0f64;
+    let mut j = 1 + (r + 1 + color) % 2;
+    while j < n - 1 {
+        let v = 0.25 * (((prev[j] + next[j]) + cur[j - 1]) + cur[j + 1]);
+        err = err.max((v - cur[j]).abs());
+        cur[j] = v;
+        j += 2;
+    }
+    err
+}
+
+fn initial_row(r: usize, n: usize) -> Vec<f64> {
+    vec![if r == 0 { TOP } else { 0.0 }; n]
+}
+
+fn checksum(cells: &[f64]) -> f64 {
+    cells.iter().sum()
+}
+
+fn sequential(a: &Args) {
+    let n = a.n;
+    let mut g: Vec<f64> = (0..n).flat_map(|r| initial_row(r, n)).collect();
+    let t0 = Instant::now();
+    let mut iters = 0;
+    loop {
+        let mut err = 0.0f64;
+        for color in 0..2 {
+            for r in 1..n - 1 {
+                let (above, rest) = g.split_at_mut(r * n);
+                let (cur, below) = rest.split_at_mut(n);
+                err = err.max(relax_row(r, color, &above[(r - 1) * n..], cur, &below[..n]));
+            }
+        }
+        iters += 1;
+        if err < a.tol || iters >= MAX_ITERS {
+            break;
+        }
+    }
+    let time_s = t0.elapsed().as_secs_f64();
+    println!(
+        "checksum={:.16e} iters={iters} time_s={time_s:.6}",
+        checksum(&g)
+    );
+}
+
+/// The rows of node `k` of `nodes` (all N rows split; boundary rows belong to the first/last).
+fn block(k: usize, nodes: usize, n: usize) -> std::ops::Range<usize> {
+    k * n / nodes..(k + 1) * n / nodes
+}
+
+struct Grid {
+    n: usize,
+    first: Vec<usize>,
+    blocks: Vec<SharedSlice<f64>>,
+}
+
+impl Grid {
+    fn alloc(n: usize, nodes: usize) -> Result<Grid, BoxError> {
+        let mut first = Vec::new();
+        let mut blocks = Vec::new();
+        for k in 0..nodes {
+            let rows = block(k, nodes, n);
+            first.push(rows.start);
+            blocks.push(svm::alloc_collective_with::<f64>(
+                rows.len().max(1) * n,
+                Home::Node(k as u16),
+            )?);
+        }
+        first.push(n);
+        Ok(Grid { n, first, blocks })
+    }
+    fn locate(&self, row: usize) -> (usize, usize) {
+        let k = self.first.partition_point(|&f| f <= row) - 1;
+        (k, (row - self.first[k]) * self.n)
+    }
+    fn read_row(&self, row: usize, dst: &mut [f64]) {
+        let (k, off) = self.locate(row);
+        self.blocks[k].read_into(off, dst);
+    }
+    fn write_row(&self, row: usize, src: &[f64]) {
+        let (k, off) = self.locate(row);
+        self.blocks[k].write_from(off, src);
+    }
+}
+
+/// One colour over this node's interior rows; returns the largest change.
+fn sweep(g: &Grid, rows: &std::ops::Range<usize>, color: usize, bufs: &mut [Vec<f64>; 3]) -> f64 {
+    let rows = rows.start.max(1)..rows.end.min(g.n - 1);
+    if rows.is_empty() {
+        return 0.0;
+    }
+    let [prev, cur, next] = bufs;
+    let mut err = 0.0f64;
+    g.read_row(rows.start - 1, prev);
+    g.read_row(rows.start, cur);
+    for r in rows {
+        g.read_row(r + 1, next);
+        err = err.max(relax_row(r, color, prev, cur, next));
+        g.write_row(r, cur);
+        // The other colour of row r is unchanged, so the updated row serves as `prev`.
+        std::mem::swap(prev, cur);
+        std::mem::swap(cur, next);
+    }
+    err
+}
+
+fn distributed(a: &Args) -> Result<(), BoxError> {
+    let svm = svm::init()?;
+    let (me, nodes, n) = (svm::node_id(), svm::nodes(), a.n);
+    if n < nodes {
+        if me == 0 {
+            eprintln!("laplace: N={n} is smaller than the number of nodes ({nodes})");
+        }
+        svm.finish()?;
+        return Err("bad arguments".into());
+    }
+    let g = Grid::alloc(n, nodes)?;
+    let errs = svm::alloc_collective::<f64>(nodes)?;
+    let mine = block(me, nodes, n);
+    for r in mine.clone() {
+        g.write_row(r, &initial_row(r, n));
+    }
+    let mut bufs = [vec![0.0; n], vec![0.0; n], vec![0.0; n]];
+    let mut all = vec![0.0f64; nodes];
+    svm::barrier()?;
+    let t0 = Instant::now();
+    let mut iters = 0;
+    loop {
+        let e0 = sweep(&g, &mine, 0, &mut bufs);
+        svm::barrier()?;
+        let e1 = sweep(&g, &mine, 1, &mut bufs);
+        errs.set(me, e0.max(e1));
+        svm::barrier()?;
+        errs.read_into(0, &mut all);
+        let err = all.iter().fold(0.0f64, |m, &e| m.max(e));
+        iters += 1;
+        if err < a.tol || iters >= MAX_ITERS {
+            break;
+        }
+    }
+    let time_s = t0.elapsed().as_secs_f64();
+    if me == 0 {
+        let mut grid = vec![0.0f64; n * n];
+        for (r, row) in grid.chunks_mut(n).enumerate() {
+            g.read_row(r, row);
+        }
+        println!(
+            "checksum={:.16e} iters={iters} time_s={time_s:.6}",
+            checksum(&grid)
+        );
+    }
+    svm.finish()?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let a = match parse_args() {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(m) => {
+            eprintln!("laplace: {m}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if a.seq {
+        sequential(&a);
+        return ExitCode::SUCCESS;
+    }
+    match distributed(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("laplace: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
