@@ -233,10 +233,42 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
             }
             _ => None,
         };
-        let mesh = tcp::establish(&boot, inherited, cfg.timeout.min(std::time::Duration::from_secs(120)))?;
-        tcp::refuse_strangers(me, mesh.listener, boot.job_key, boot.size);
-        for (i, l) in mesh.links.into_iter().enumerate() {
-            links[i] = l.map(|l| Box::new(l) as Box<dyn Link>);
+        let setup_timeout = cfg.timeout.min(std::time::Duration::from_secs(120));
+        let deck_cfg = || {
+            svm_comm::deck::sci::DeckConfig::from_env().map_err(|what| CommError::Setup { me, what })
+        };
+        if cfg.transport == "deck" {
+            // Every node on this host, over shared memory only (no TCP rendezvous needed).
+            drop(inherited);
+            let deck = svm_comm::deck::sci::establish(&boot, &deck_cfg()?, setup_timeout)?;
+            for (i, l) in deck.into_iter().enumerate() {
+                links[i] = l.map(|l| Box::new(l) as Box<dyn Link>);
+            }
+        } else {
+            let mesh = tcp::establish(&boot, inherited, setup_timeout)?;
+            // auto: DECK-SCI to the nodes on this host, TCP to the others.
+            let local = if cfg.transport == "auto" { mesh.same_host(me) } else { vec![false; boot.size as usize] };
+            let mut deck = if local.iter().enumerate().any(|(i, l)| *l && i != me as usize) {
+                svm_comm::deck::sci::establish_with(&boot, &deck_cfg()?, setup_timeout, &local)?
+            } else {
+                (0..boot.size).map(|_| None).collect()
+            };
+            let addrs = mesh.addrs.clone();
+            tcp::refuse_strangers(me, mesh.listener, boot.job_key, boot.size);
+            for (i, l) in mesh.links.into_iter().enumerate() {
+                links[i] = match deck[i].take() {
+                    Some(d) => Some(Box::new(d) as Box<dyn Link>),
+                    None => l.map(|l| Box::new(l) as Box<dyn Link>),
+                };
+            }
+            if cfg.verbose && cfg.transport == "auto" {
+                let kinds: Vec<String> = links
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| format!("{i}:{}@{}", l.as_ref().map(|l| l.kind()).unwrap_or("self"), addrs[i]))
+                    .collect();
+                eprintln!("svm: node {me}: transports per peer: {}", kinds.join(" "));
+            }
         }
     } else if let Some(fd) = boot.coord_fd {
         sys::close_inherited(fd);

@@ -75,7 +75,7 @@ pub fn parse_size(var: &'static str, s: &str) -> Result<usize, ConfigError> {
 }
 
 pub const PROTOCOLS: &[&str] = &["sc-sw", "sc-mw", "scope"];
-pub const TRANSPORTS: &[&str] = &["tcp"];
+pub const TRANSPORTS: &[&str] = &["tcp", "deck", "auto"];
 
 impl Config {
     pub fn from_env() -> Result<Config, ConfigError> {
@@ -96,12 +96,7 @@ impl Config {
         };
         let transport = get("SVM_TRANSPORT").unwrap_or_else(|| "tcp".into());
         if !TRANSPORTS.contains(&transport.as_str()) {
-            let why = if ["deck", "auto"].contains(&transport.as_str()) {
-                format!("transport {transport} is not supported yet (supported: tcp)")
-            } else {
-                "unknown transport (expected tcp, deck or auto)".to_string()
-            };
-            return Err(invalid("SVM_TRANSPORT", &transport, why));
+            return Err(invalid("SVM_TRANSPORT", &transport, "unknown transport (expected tcp, deck or auto)"));
         }
         let timeout = match get("SVM_TIMEOUT") {
             None => Duration::from_secs(300),
@@ -191,7 +186,8 @@ mod tests {
         assert_eq!(cfg(&[("SVM_PROTOCOL", "scope")]).unwrap().protocol, "scope");
         let e = cfg(&[("SVM_PROTOCOL", "lrc")]).unwrap_err().to_string();
         assert!(e.contains("unknown protocol"), "{e}");
-        let e = cfg(&[("SVM_TRANSPORT", "deck")]).unwrap_err().to_string();
-        assert!(e.contains("not supported yet"), "{e}");
+        assert_eq!(cfg(&[("SVM_TRANSPORT", "auto")]).unwrap().transport, "auto");
+        let e = cfg(&[("SVM_TRANSPORT", "sci")]).unwrap_err().to_string();
+        assert!(e.contains("unknown transport"), "{e}");
     }
 }

@@ -95,6 +95,24 @@ impl Link for TcpLink {
 pub struct Mesh {
     pub links: Vec<Option<TcpLink>>,
     pub listener: TcpListener,
+    /// Every rank's mesh listen address (`host:port`), as the coordinator published them.
+    pub addrs: Vec<String>,
+}
+
+impl Mesh {
+    /// Which ranks run on the same host as `me`, judged from their listen addresses: the same
+    /// IP, or both on loopback. Symmetric, so every node derives the same pairs.
+    pub fn same_host(&self, me: NodeId) -> Vec<bool> {
+        let ip = |a: &String| a.parse::<SocketAddr>().ok().map(|s| s.ip());
+        let mine = ip(&self.addrs[me as usize]);
+        self.addrs
+            .iter()
+            .map(|a| match (mine, ip(a)) {
+                (Some(m), Some(o)) => m == o || (m.is_loopback() && o.is_loopback()),
+                _ => false,
+            })
+            .collect()
+    }
 }
 
 fn setup(me: NodeId, what: String) -> CommError {
@@ -226,6 +244,7 @@ pub fn establish(boot: &Bootstrap, inherited: Option<TcpListener>, timeout: Dura
     let my_addr = listener.local_addr().map_err(|e| setup(me, e.to_string()))?;
     let hello = Msg::Hello { rank: me, size: boot.size, key: boot.job_key, listen: my_addr.to_string() };
     let mut links: Vec<Option<TcpLink>> = (0..n).map(|_| None).collect();
+    let all_addrs: Vec<String>;
     let link = |peer: NodeId, s: TcpStream| TcpLink::new(me, peer, s).map_err(|e| setup(me, e.to_string()));
 
     if me == 0 {
@@ -237,7 +256,8 @@ pub fn establish(boot: &Bootstrap, inherited: Option<TcpListener>, timeout: Dura
             streams[rank as usize] = Some(s);
             Ok(())
         })?;
-        let table = Msg::PeerTable { addrs };
+        let table = Msg::PeerTable { addrs: addrs.clone() };
+        all_addrs = addrs;
         for (rank, s) in streams.into_iter().enumerate() {
             if let Some(mut s) = s {
                 write_msg(&mut s, me, &table).map_err(|e| setup(me, format!("sending the peer table to node {rank}: {e}")))?;
@@ -254,6 +274,7 @@ pub fn establish(boot: &Bootstrap, inherited: Option<TcpListener>, timeout: Dura
             Err(e) => return Err(setup(me, format!("rank 0 closed the handshake: {e} (wrong SVM_JOB_KEY?)"))),
         };
         links[0] = Some(link(0, s)?);
+        all_addrs = addrs.clone();
         for (j, addr) in addrs.iter().enumerate().take(me as usize).skip(1) {
             let mut s = connect_retry(me, addr, deadline)?;
             write_msg(&mut s, me, &hello).map_err(|e| setup(me, format!("greeting node {j}: {e}")))?;
@@ -265,7 +286,7 @@ pub fn establish(boot: &Bootstrap, inherited: Option<TcpListener>, timeout: Dura
             Ok(())
         })?;
     }
-    Ok(Mesh { links, listener })
+    Ok(Mesh { links, listener, addrs: all_addrs })
 }
 
 /// After setup: refuses and logs every further connection attempt until the process exits.

@@ -3,6 +3,7 @@
 //! Everything here exposes safe functions whose preconditions are checked (ranges inside the
 //! window, page alignment) so the rest of the runtime is free of `unsafe`.
 
+pub mod cabi;
 pub mod futex;
 pub mod segv;
 pub mod uffd;

@@ -1049,7 +1049,21 @@ pub fn establish(
     cfg: &DeckConfig,
     timeout: Duration,
 ) -> Result<Vec<Option<DeckLink>>, CommError> {
+    let all = vec![true; boot.size as usize];
+    establish_with(boot, cfg, timeout, &all)
+}
+
+/// [`establish`] with only the peers `local[i]` (those on this host; the relation must be the
+/// same on every node, as it is when derived from addresses). The other entries stay None.
+pub fn establish_with(
+    boot: &Bootstrap,
+    cfg: &DeckConfig,
+    timeout: Duration,
+    local: &[bool],
+) -> Result<Vec<Option<DeckLink>>, CommError> {
     let me = boot.rank;
+    // Peers that map our segment: every local one but ourselves.
+    let attaching = local.iter().enumerate().filter(|(i, l)| **l && *i != me as usize).count() as u32;
     let setup = |what: String| CommError::Setup { me, what };
     cfg.validate()
         .map_err(|e| setup(format!("DECK-SCI configuration: {e}")))?;
@@ -1095,7 +1109,7 @@ pub fn establish(
     });
     let mut links: Vec<Option<DeckLink>> = (0..n).map(|_| None).collect();
     for (peer, slot) in links.iter_mut().enumerate() {
-        if peer == me as usize {
+        if peer == me as usize || !local.get(peer).copied().unwrap_or(false) {
             continue;
         }
         let ppath = segment_path(&cfg.dir, &boot.job_key, peer as NodeId);
@@ -1123,7 +1137,7 @@ pub fn establish(
         let peer_pid = theirs.u32_at(H_PID).load(Relaxed);
         // The last peer to map a segment removes its name, so no file outlives setup even if
         // its owner dies right after (the owner removes it too; one of them finds it gone).
-        if theirs.u32_at(H_ATTACHED).fetch_add(1, SeqCst) + 2 == n as u32 {
+        if theirs.u32_at(H_ATTACHED).fetch_add(1, SeqCst) + 1 == attaching {
             let _ = std::fs::remove_file(&ppath);
         }
         let pair = Arc::new(Pair {
@@ -1152,11 +1166,11 @@ pub fn establish(
         *slot = Some(DeckLink(pair));
     }
     // Every peer has mapped our segment once the counter reaches n-1: the name can go.
-    while hub.mine.u32_at(H_ATTACHED).load(SeqCst) < (n - 1) as u32 {
+    while hub.mine.u32_at(H_ATTACHED).load(SeqCst) < attaching {
         if Instant::now() >= deadline {
             return Err(setup(format!(
                 "timed out waiting for {} peer(s) to map our DECK-SCI segment",
-                (n - 1) as u32 - hub.mine.u32_at(H_ATTACHED).load(SeqCst)
+                attaching - hub.mine.u32_at(H_ATTACHED).load(SeqCst)
             )));
         }
         std::thread::sleep(Duration::from_millis(1));

@@ -1,0 +1,952 @@
+//! `svm-bench deck`: ping-pong latency and streaming bandwidth of DECK-SCI (protocols 1, 2, 3
+//! forced, and automatic), of µDECK mailboxes over DECK-SCI and over TCP, and of `memcpy` of the
+//! same sizes — all in the same invocation.
+//!
+//! svm-bench is rank 0 and re-executes itself (`svm-bench deck-peer`, hidden) as rank 1. The two
+//! go through four phases in lockstep, each with its own job key:
+//!
+//! - A: DECK-SCI links, default geometry: protocols 1/2/3 forced and auto, latency; protocol 3
+//!   and auto, bandwidth;
+//! - B: DECK-SCI links with an eager buffer large enough for the largest message, so that
+//!   protocol 2 can be forced over the whole bandwidth range;
+//! - C: µDECK (`Deck::init_with`, mailboxes, post/retrieve) over DECK-SCI;
+//! - D: µDECK over TCP loopback.
+//!
+//! Rank 0 drives: for every measurement it sends a 24-byte command (op, protocol, size, count)
+//! and rank 1 serves it. Every echoed message is compared byte for byte with what was sent;
+//! every streamed message carries a stamp (its number, every 4 KiB and at its end) that the
+//! receiver checks, and the first and last message of every size are compared in full.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use svm_comm::bootstrap::{Bootstrap, Launcher};
+use svm_comm::deck::sci::{self, DeckConfig, DeckLink, Protocol};
+use svm_comm::deck::{Deck, Mbox, MboxId, Message, Transport};
+use svm_comm::transport::Link;
+
+use crate::report::{num, size_label, Plot, Scale, Series, Table};
+use crate::util;
+
+const ENV_KEY: &str = "SVM_BENCH_KEY";
+const ENV_COORD: &str = "SVM_BENCH_COORD";
+const ENV_WIDE: &str = "SVM_BENCH_WIDE";
+const ENV_PARENT: &str = "SVM_BENCH_PARENT";
+/// Bound of every single receive.
+const RECV_TIMEOUT: Duration = Duration::from_secs(60);
+const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+const OP_PING: u8 = 1;
+const OP_STREAM: u8 = 2;
+const OP_END: u8 = 3;
+
+/// What to run.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Level {
+    Full,
+    Quick,
+    Tiny,
+}
+
+pub struct Sizes {
+    small: Vec<usize>,
+    medium: Vec<usize>,
+    bw: Vec<usize>,
+    lat_iters: usize,
+    lat_iters_slow: usize,
+    bw_bytes: usize,
+    bw_max_msgs: usize,
+}
+
+impl Sizes {
+    fn new(level: Level) -> Sizes {
+        let medium_full = vec![
+            64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192,
+        ];
+        let bw_full: Vec<usize> = (10..=24).map(|e| 1usize << e).collect();
+        match level {
+            Level::Full => Sizes {
+                small: (0..=62).collect(),
+                medium: medium_full,
+                bw: bw_full,
+                lat_iters: 2000,
+                lat_iters_slow: 600,
+                bw_bytes: 256 << 20,
+                bw_max_msgs: 50_000,
+            },
+            Level::Quick => Sizes {
+                small: (0..=62).collect(),
+                medium: medium_full,
+                bw: bw_full,
+                lat_iters: 300,
+                lat_iters_slow: 100,
+                bw_bytes: 32 << 20,
+                bw_max_msgs: 5_000,
+            },
+            Level::Tiny => Sizes {
+                small: vec![0, 1, 8, 31, 62],
+                medium: vec![64, 1024, 8192],
+                bw: vec![1 << 10, 64 << 10, 1 << 20],
+                lat_iters: 20,
+                lat_iters_slow: 10,
+                bw_bytes: 2 << 20,
+                bw_max_msgs: 200,
+            },
+        }
+    }
+
+    fn max_bw(&self) -> usize {
+        self.bw.iter().copied().max().unwrap_or(1 << 20)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Endpoints
+
+/// One side of a two-node connection, message oriented.
+trait Ep {
+    fn send(&self, b: &[u8]) -> Result<(), String>;
+    fn recv(&self, out: &mut Vec<u8>) -> Result<(), String>;
+    /// 0 = automatic, 1/2/3 = force that DECK-SCI protocol (ignored by µDECK).
+    fn force(&self, p: u8);
+}
+
+struct SciEp(DeckLink);
+
+impl Ep for SciEp {
+    fn send(&self, b: &[u8]) -> Result<(), String> {
+        self.0.send(&[b]).map_err(|e| e.to_string())
+    }
+    fn recv(&self, out: &mut Vec<u8>) -> Result<(), String> {
+        match self.0.recv_msg(out, RECV_TIMEOUT) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("the peer closed the DECK-SCI link".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+    fn force(&self, p: u8) {
+        self.0.set_protocol(match p {
+            1 => Some(Protocol::Short),
+            2 => Some(Protocol::Eager),
+            3 => Some(Protocol::Rendezvous),
+            _ => None,
+        });
+    }
+}
+
+struct DeckEp {
+    deck: Arc<Deck>,
+    mine: Mbox,
+    peer: MboxId,
+}
+
+impl Ep for DeckEp {
+    fn send(&self, b: &[u8]) -> Result<(), String> {
+        self.deck
+            .post(self.peer, &Message::from_bytes(b.to_vec()))
+            .map_err(|e| e.to_string())
+    }
+    fn recv(&self, out: &mut Vec<u8>) -> Result<(), String> {
+        match self.mine.retrieve_timeout(RECV_TIMEOUT) {
+            Some(m) => {
+                *out = m.into_bytes();
+                Ok(())
+            }
+            None => Err(format!(
+                "no µDECK message within {RECV_TIMEOUT:?} ({})",
+                self.deck.errors().join("; ")
+            )),
+        }
+    }
+    fn force(&self, _p: u8) {}
+}
+
+fn cmd(op: u8, proto: u8, size: usize, count: usize) -> [u8; 24] {
+    let mut c = [0u8; 24];
+    c[0] = op;
+    c[1] = proto;
+    c[8..16].copy_from_slice(&(size as u64).to_le_bytes());
+    c[16..24].copy_from_slice(&(count as u64).to_le_bytes());
+    c
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payloads and their checks
+
+/// The ping-pong payload of round `i`: every byte depends on `i` and its position.
+fn ping_fill(buf: &mut [u8], i: usize) {
+    for (j, b) in buf.iter_mut().enumerate() {
+        *b = (j.wrapping_mul(31) ^ i.wrapping_mul(17) ^ (j >> 8)) as u8;
+    }
+}
+
+/// The base pattern of streamed messages (both sides compute it).
+fn base_pattern(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|j| (j.wrapping_mul(131) ^ (j >> 9) ^ 0x5a) as u8)
+        .collect()
+}
+
+fn stamp_value(i: usize, off: usize) -> u64 {
+    (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ off as u64
+}
+
+/// Offsets of the stamps of a message of `n` bytes (every 4 KiB and the last 8 bytes).
+fn stamp_offsets(n: usize) -> impl Iterator<Item = usize> {
+    let tail = if n >= 8 && !(n - 8).is_multiple_of(4096) {
+        Some(n - 8)
+    } else {
+        None
+    };
+    (0..n.saturating_sub(7)).step_by(4096).chain(tail)
+}
+
+fn stamp(buf: &mut [u8], i: usize) {
+    let n = buf.len();
+    if n < 8 {
+        for b in buf.iter_mut() {
+            *b = i as u8;
+        }
+        return;
+    }
+    for off in stamp_offsets(n) {
+        buf[off..off + 8].copy_from_slice(&stamp_value(i, off).to_le_bytes());
+    }
+}
+
+fn stamp_ok(buf: &[u8], i: usize) -> bool {
+    let n = buf.len();
+    if n < 8 {
+        return buf.iter().all(|&b| b == i as u8);
+    }
+    stamp_offsets(n).all(|off| buf[off..off + 8] == stamp_value(i, off).to_le_bytes())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rank 0: measurements
+
+struct Lat {
+    median_us: f64,
+}
+
+/// `iters` timed round trips (after a warm-up) of `n`-byte messages; one-way latency = RTT/2.
+fn ping(ep: &dyn Ep, proto: u8, n: usize, iters: usize, verified: &mut u64) -> Result<Lat, String> {
+    let warm = (iters / 10).clamp(2, 100);
+    let total = warm + iters;
+    ep.force(0);
+    ep.send(&cmd(OP_PING, proto, n, total))?;
+    ep.force(proto);
+    let mut buf = vec![0u8; n];
+    let mut back = Vec::with_capacity(n);
+    let mut times = Vec::with_capacity(iters);
+    for i in 0..total {
+        ping_fill(&mut buf, i);
+        let t0 = Instant::now();
+        ep.send(&buf)?;
+        ep.recv(&mut back)?;
+        let dt = t0.elapsed();
+        if back != buf {
+            return Err(format!(
+                "echo of round {i} ({n} bytes, protocol {proto}) differs from what was sent ({} bytes back)",
+                back.len()
+            ));
+        }
+        *verified += 1;
+        if i >= warm {
+            times.push(dt.as_secs_f64() * 1e6 / 2.0);
+        }
+    }
+    ep.force(0);
+    Ok(Lat {
+        median_us: util::median(&times),
+    })
+}
+
+/// Streams `count` messages of `n` bytes; the peer acknowledges after checking them all.
+/// Returns MB/s (10^6 bytes per second).
+fn stream(ep: &dyn Ep, proto: u8, n: usize, sz: &Sizes, verified: &mut u64) -> Result<f64, String> {
+    let count = (sz.bw_bytes / n.max(1)).clamp(8, sz.bw_max_msgs);
+    // Warm-up: a few messages of the same size (first-touch of buffers and segments).
+    for (c, timed) in [(3usize, false), (count, true)] {
+        ep.force(0);
+        ep.send(&cmd(OP_STREAM, proto, n, c))?;
+        ep.force(proto);
+        let mut buf = base_pattern(n);
+        let t0 = Instant::now();
+        for i in 0..c {
+            stamp(&mut buf, i);
+            ep.send(&buf)?;
+        }
+        ep.force(0);
+        let mut ack = Vec::new();
+        ep.recv(&mut ack)?;
+        let dt = t0.elapsed().as_secs_f64();
+        if ack.len() != 16 {
+            return Err(format!("bad acknowledgement of {} bytes", ack.len()));
+        }
+        let good = u64::from_le_bytes(ack[0..8].try_into().unwrap_or_default());
+        let bad = u64::from_le_bytes(ack[8..16].try_into().unwrap_or_default());
+        if good != c as u64 || bad != 0 {
+            return Err(format!(
+                "the receiver verified {good} of {c} messages of {n} bytes ({bad} bad), protocol {proto}"
+            ));
+        }
+        *verified += c as u64;
+        if timed {
+            return Ok((n * c) as f64 / dt / 1e6);
+        }
+    }
+    unreachable!("the timed round returns")
+}
+
+fn end_phase(ep: &dyn Ep) -> Result<(), String> {
+    ep.force(0);
+    ep.send(&cmd(OP_END, 0, 0, 0))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rank 1: the server
+
+fn serve(ep: &dyn Ep) -> Result<(), String> {
+    let mut c = Vec::new();
+    let mut buf = Vec::new();
+    loop {
+        ep.force(0);
+        ep.recv(&mut c)?;
+        if c.len() != 24 {
+            return Err(format!("bad command of {} bytes", c.len()));
+        }
+        let (op, proto) = (c[0], c[1]);
+        let n = u64::from_le_bytes(c[8..16].try_into().unwrap_or_default()) as usize;
+        let count = u64::from_le_bytes(c[16..24].try_into().unwrap_or_default()) as usize;
+        match op {
+            OP_PING => {
+                ep.force(proto);
+                for _ in 0..count {
+                    ep.recv(&mut buf)?;
+                    ep.send(&buf)?;
+                }
+            }
+            OP_STREAM => {
+                let mut expect = base_pattern(n);
+                let (mut good, mut bad) = (0u64, 0u64);
+                for i in 0..count {
+                    ep.recv(&mut buf)?;
+                    let mut ok = buf.len() == n && stamp_ok(&buf, i);
+                    if ok && (i == 0 || i + 1 == count) {
+                        stamp(&mut expect, i);
+                        ok = buf == expect;
+                    }
+                    if ok {
+                        good += 1;
+                    } else {
+                        bad += 1;
+                    }
+                }
+                let mut ack = [0u8; 16];
+                ack[..8].copy_from_slice(&good.to_le_bytes());
+                ack[8..].copy_from_slice(&bad.to_le_bytes());
+                ep.send(&ack)?;
+            }
+            OP_END => return Ok(()),
+            other => return Err(format!("unknown command {other}")),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases (both ranks)
+
+fn boot(rank: u16, key: [u8; 32], coord: Option<String>, coord_fd: Option<i32>) -> Bootstrap {
+    Bootstrap {
+        rank,
+        size: 2,
+        launcher: Launcher::Single,
+        coord,
+        coord_fd,
+        job_key: key,
+        listen: "127.0.0.1".into(),
+    }
+}
+
+fn phase_key(base: &[u8; 32], phase: u8) -> [u8; 32] {
+    let mut k = *base;
+    k[31] = phase;
+    k
+}
+
+fn wide_config(max: usize) -> DeckConfig {
+    let mut c = DeckConfig::default();
+    // Two messages of the largest size plus headers, a multiple of 4 KiB.
+    c.eager_bytes = c.eager_bytes.max((2 * (max + 4096)).next_multiple_of(4096));
+    c
+}
+
+fn sci_link(rank: u16, key: [u8; 32], cfg: &DeckConfig) -> Result<SciEp, String> {
+    let mut links =
+        sci::establish(&boot(rank, key, None, None), cfg, SETUP_TIMEOUT).map_err(|e| e.to_string())?;
+    let peer = 1 - rank as usize;
+    links[peer].take().map(SciEp).ok_or_else(|| "no link".to_string())
+}
+
+fn deck_ep(rank: u16, key: [u8; 32], t: Transport, coord: String, fd: Option<i32>) -> Result<DeckEp, String> {
+    let deck = Deck::init_with(&boot(rank, key, Some(coord), fd), t, RECV_TIMEOUT)
+        .map_err(|e| e.to_string())?;
+    let mine = deck
+        .mbox_create_named(&format!("bench-{rank}"))
+        .map_err(|e| e.to_string())?;
+    let peer = deck
+        .fetch_timeout(&format!("bench-{}", 1 - rank), SETUP_TIMEOUT)
+        .map_err(|e| e.to_string())?;
+    Ok(DeckEp { deck, mine, peer })
+}
+
+fn deck_finish(ep: DeckEp) -> Result<(), String> {
+    let r = ep.deck.barrier().map_err(|e| e.to_string());
+    let DeckEp { deck, mine, .. } = ep;
+    drop(mine);
+    deck.done();
+    r
+}
+
+/// The peer process (`svm-bench deck-peer`): serves the four phases, then exits.
+pub fn peer_main() -> Result<(), String> {
+    let key_hex = std::env::var(ENV_KEY).map_err(|_| format!("{ENV_KEY} is not set"))?;
+    let base = svm_comm::bootstrap::parse_key(&key_hex).map_err(|e| e.to_string())?;
+    let coord = std::env::var(ENV_COORD).map_err(|_| format!("{ENV_COORD} is not set"))?;
+    let wide: usize = std::env::var(ENV_WIDE)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{ENV_WIDE} is not set"))?;
+    // Never outlive the driver.
+    if let Some(ppid) = std::env::var(ENV_PARENT).ok().and_then(|v| v.parse::<i32>().ok()) {
+        std::thread::spawn(move || loop {
+            if nix::unistd::getppid().as_raw() != ppid {
+                std::process::exit(3);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        });
+    }
+    let a = sci_link(1, phase_key(&base, 1), &DeckConfig::default())?;
+    serve(&a)?;
+    drop(a);
+    let b = sci_link(1, phase_key(&base, 2), &wide_config(wide))?;
+    serve(&b)?;
+    drop(b);
+    let c = deck_ep(1, phase_key(&base, 3), Transport::Sci, coord.clone(), None)?;
+    serve(&c)?;
+    deck_finish(c)?;
+    let d = deck_ep(1, phase_key(&base, 4), Transport::Tcp, coord, None)?;
+    serve(&d)?;
+    deck_finish(d)?;
+    Ok(())
+}
+
+/// Kills the peer on drop.
+struct PeerGuard(Child);
+
+impl Drop for PeerGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/// One curve: (size, value); `None` = not measured.
+struct Curve {
+    name: &'static str,
+    pts: Vec<(usize, Option<f64>)>,
+}
+
+impl Curve {
+    fn new(name: &'static str) -> Curve {
+        Curve {
+            name,
+            pts: Vec::new(),
+        }
+    }
+    fn at(&self, n: usize) -> Option<f64> {
+        self.pts.iter().find(|p| p.0 == n).and_then(|p| p.1)
+    }
+    fn series(&self, dashed: bool) -> Series {
+        Series {
+            name: self.name.to_string(),
+            points: self
+                .pts
+                .iter()
+                .filter_map(|&(n, v)| v.map(|v| (n as f64, v)))
+                .collect(),
+            dashed,
+        }
+    }
+}
+
+struct Results {
+    small: Vec<Curve>,
+    medium: Vec<Curve>,
+    bw: Vec<Curve>,
+    verified: u64,
+    failures: Vec<String>,
+}
+
+const P1: &str = "DECK-SCI p1";
+const P2: &str = "DECK-SCI p2";
+const P3: &str = "DECK-SCI p3";
+const AUTO: &str = "DECK-SCI auto";
+const UD_SCI: &str = "µDECK/SCI";
+const UD_TCP: &str = "µDECK/TCP";
+const MEMCPY: &str = "memcpy";
+
+fn curve<'a>(cs: &'a mut Vec<Curve>, name: &'static str) -> &'a mut Curve {
+    if let Some(i) = cs.iter().position(|c| c.name == name) {
+        return &mut cs[i];
+    }
+    cs.push(Curve::new(name));
+    cs.last_mut().expect("just pushed")
+}
+
+fn progress_lat(name: &str, what: &str, c: &Curve, iters: usize) {
+    let v: Vec<f64> = c.pts.iter().filter_map(|p| p.1).collect();
+    let lo = v.iter().copied().fold(f64::MAX, f64::min);
+    let hi = v.iter().copied().fold(0.0, f64::max);
+    eprintln!(
+        "deck: {name:<14} latency {what:<10} median one-way {}..{} µs ({} sizes × {iters} round trips, every echo verified)",
+        num(Some(lo)),
+        num(Some(hi)),
+        v.len()
+    );
+}
+
+/// Latency over `sizes` for one configuration.
+fn lat_curve(
+    res: &mut Results,
+    which: fn(&mut Results) -> &mut Vec<Curve>,
+    name: &'static str,
+    what: &str,
+    ep: &dyn Ep,
+    proto: u8,
+    sizes: &[usize],
+    iters: usize,
+) -> Result<(), String> {
+    let mut verified = 0;
+    let mut pts = Vec::new();
+    for &n in sizes {
+        let l = ping(ep, proto, n, iters, &mut verified)?;
+        pts.push((n, Some(l.median_us)));
+    }
+    res.verified += verified;
+    let c = curve(which(res), name);
+    c.pts = pts;
+    progress_lat(name, what, c, iters);
+    Ok(())
+}
+
+fn bw_curve(res: &mut Results, name: &'static str, ep: &dyn Ep, proto: u8, sz: &Sizes) -> Result<(), String> {
+    let mut verified = 0;
+    let mut pts = Vec::new();
+    for &n in &sz.bw {
+        pts.push((n, Some(stream(ep, proto, n, sz, &mut verified)?)));
+    }
+    res.verified += verified;
+    let c = curve(&mut res.bw, name);
+    c.pts = pts;
+    let v: Vec<String> = c
+        .pts
+        .iter()
+        .filter(|p| [1 << 20, 4 << 20].contains(&p.0))
+        .map(|p| format!("{}: {} MB/s", size_label(p.0), num(p.1)))
+        .collect();
+    eprintln!(
+        "deck: {name:<14} bandwidth {}..{} {} (every message stamp-checked)",
+        size_label(sz.bw[0]),
+        size_label(sz.max_bw()),
+        v.join(", ")
+    );
+    Ok(())
+}
+
+/// memcpy of `n` bytes: median seconds per copy over batches.
+fn memcpy_secs(n: usize, budget_bytes: usize) -> Result<f64, String> {
+    let src = base_pattern(n.max(1));
+    let mut dst = vec![0u8; n.max(1)];
+    let reps = (budget_bytes / n.max(64)).clamp(20, 200_000);
+    let batch = (reps / 20).max(1);
+    let mut times = Vec::new();
+    dst.copy_from_slice(&src);
+    for _ in 0..20 {
+        let t0 = Instant::now();
+        for _ in 0..batch {
+            let s = std::hint::black_box(&src[..n]);
+            dst[..n].copy_from_slice(s);
+            std::hint::black_box(&mut dst);
+        }
+        times.push(t0.elapsed().as_secs_f64() / batch as f64);
+    }
+    if dst != src {
+        return Err(format!("memcpy of {n} bytes produced different bytes"));
+    }
+    Ok(util::median(&times))
+}
+
+fn memcpy_curves(res: &mut Results, sz: &Sizes, level: Level) -> Result<(), String> {
+    let budget = match level {
+        Level::Full => 256 << 20,
+        Level::Quick => 64 << 20,
+        Level::Tiny => 4 << 20,
+    };
+    for (which, sizes) in [(0, &sz.small), (1, &sz.medium)] {
+        let mut pts = Vec::new();
+        for &n in sizes.iter() {
+            pts.push((n, Some(memcpy_secs(n, budget.min(64 << 20))? * 1e6)));
+        }
+        let c = curve(if which == 0 { &mut res.small } else { &mut res.medium }, MEMCPY);
+        c.pts = pts;
+        progress_lat(MEMCPY, if which == 0 { "0–62 B" } else { "64 B–8 KiB" }, c, 0);
+    }
+    let mut pts = Vec::new();
+    for &n in &sz.bw {
+        pts.push((n, Some(n as f64 / memcpy_secs(n, budget)? / 1e6)));
+    }
+    curve(&mut res.bw, MEMCPY).pts = pts;
+    eprintln!(
+        "deck: {MEMCPY:<14} bandwidth {}: {} MB/s",
+        size_label(4 << 20),
+        num(curve(&mut res.bw, MEMCPY).at(4 << 20))
+    );
+    Ok(())
+}
+
+fn run_phases(res: &mut Results, sz: &Sizes, base: &[u8; 32], listener: std::net::TcpListener) -> Result<(), String> {
+    // Phase A: default geometry.
+    let a = sci_link(0, phase_key(base, 1), &DeckConfig::default())?;
+    let small_p3: Vec<usize> = sz.small.clone();
+    lat_curve(res, |r| &mut r.small, P1, "0–62 B", &a, 1, &sz.small, sz.lat_iters)?;
+    lat_curve(res, |r| &mut r.small, P2, "0–62 B", &a, 2, &sz.small, sz.lat_iters)?;
+    lat_curve(res, |r| &mut r.small, P3, "0–62 B", &a, 3, &small_p3, sz.lat_iters)?;
+    lat_curve(res, |r| &mut r.small, AUTO, "0–62 B", &a, 0, &sz.small, sz.lat_iters)?;
+    lat_curve(res, |r| &mut r.medium, P2, "64 B–8 KiB", &a, 2, &sz.medium, sz.lat_iters)?;
+    lat_curve(res, |r| &mut r.medium, P3, "64 B–8 KiB", &a, 3, &sz.medium, sz.lat_iters)?;
+    lat_curve(res, |r| &mut r.medium, AUTO, "64 B–8 KiB", &a, 0, &sz.medium, sz.lat_iters)?;
+    bw_curve(res, P3, &a, 3, sz)?;
+    bw_curve(res, AUTO, &a, 0, sz)?;
+    end_phase(&a)?;
+    drop(a);
+    // Phase B: protocol 2 over the whole bandwidth range.
+    let b = sci_link(0, phase_key(base, 2), &wide_config(sz.max_bw()))?;
+    bw_curve(res, P2, &b, 2, sz)?;
+    end_phase(&b)?;
+    drop(b);
+    // Phase C: µDECK over DECK-SCI.
+    let coord = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+    let c = deck_ep(0, phase_key(base, 3), Transport::Sci, coord.clone(), None)?;
+    lat_curve(res, |r| &mut r.small, UD_SCI, "0–62 B", &c, 0, &sz.small, sz.lat_iters_slow)?;
+    lat_curve(res, |r| &mut r.medium, UD_SCI, "64 B–8 KiB", &c, 0, &sz.medium, sz.lat_iters_slow)?;
+    bw_curve(res, UD_SCI, &c, 0, sz)?;
+    end_phase(&c)?;
+    deck_finish(c)?;
+    // Phase D: µDECK over TCP; our listener becomes rank 0's rendezvous.
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(listener);
+    let d = deck_ep(0, phase_key(base, 4), Transport::Tcp, coord, Some(fd))?;
+    lat_curve(res, |r| &mut r.small, UD_TCP, "0–62 B", &d, 0, &sz.small, sz.lat_iters_slow)?;
+    lat_curve(res, |r| &mut r.medium, UD_TCP, "64 B–8 KiB", &d, 0, &sz.medium, sz.lat_iters_slow)?;
+    bw_curve(res, UD_TCP, &d, 0, sz)?;
+    end_phase(&d)?;
+    deck_finish(d)?;
+    Ok(())
+}
+
+/// Headline numbers: protocol-1 latency max/min over 0–62 B, protocol-3 bandwidth at 4 MiB (or
+/// the largest size measured) as % of memcpy.
+struct Headline {
+    p1_ratio: Option<f64>,
+    p3_pct: Option<(usize, f64, f64, f64)>,
+}
+
+fn headline(res: &Results, sz: &Sizes) -> Headline {
+    let p1: Vec<f64> = res
+        .small
+        .iter()
+        .find(|c| c.name == P1)
+        .map(|c| c.pts.iter().filter_map(|p| p.1).collect())
+        .unwrap_or_default();
+    let p1_ratio = (!p1.is_empty()).then(|| {
+        p1.iter().copied().fold(0.0, f64::max) / p1.iter().copied().fold(f64::MAX, f64::min)
+    });
+    let at = if sz.bw.contains(&(4 << 20)) {
+        4 << 20
+    } else {
+        sz.max_bw()
+    };
+    let get = |name| res.bw.iter().find(|c| c.name == name).and_then(|c| c.at(at));
+    let p3_pct = match (get(P3), get(MEMCPY)) {
+        (Some(p), Some(m)) => Some((at, p, m, 100.0 * p / m)),
+        _ => None,
+    };
+    Headline { p1_ratio, p3_pct }
+}
+
+fn write_report(out: &Path, res: &Results, sz: &Sizes, level: Level, elapsed: f64) -> Result<Headline, String> {
+    let h = headline(res, sz);
+    let mut md = String::new();
+    md.push_str("# svm-bench deck\n\n");
+    md.push_str(&format!(
+        "Run: {} mode, {}, {} CPU(s), {:.0} s. Two processes on this host (svm-bench and a re-executed copy as the peer). \
+         Latency = median of the one-way time (round trip / 2) over {} round trips per size ({} for µDECK); \
+         bandwidth = bytes streamed one way / time until the receiver's acknowledgement, MB = 10^6 bytes. \
+         memcpy = one `copy_from_slice` of the same size in this process, same run.\n\n",
+        match level {
+            Level::Full => "full",
+            Level::Quick => "quick",
+            Level::Tiny => "tiny (test)",
+        },
+        uname(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        elapsed,
+        sz.lat_iters,
+        sz.lat_iters_slow
+    ));
+    md.push_str("## Headline\n\n");
+    md.push_str(&format!(
+        "- protocol 1 latency flatness over 0–62 B: max/min = **{}**\n",
+        num(h.p1_ratio)
+    ));
+    if let Some((at, p, m, pct)) = h.p3_pct {
+        md.push_str(&format!(
+            "- protocol 3 bandwidth at {}: **{} MB/s = {}% of memcpy** ({} MB/s)\n",
+            size_label(at),
+            num(Some(p)),
+            num(Some(pct)),
+            num(Some(m))
+        ));
+    }
+    md.push_str(&format!(
+        "- verification: {} messages checked, {} failures\n\n",
+        res.verified,
+        res.failures.len()
+    ));
+    for f in &res.failures {
+        md.push_str(&format!("  - FAILED: {f}\n"));
+    }
+    md.push_str(&format!(
+        "Open MPI comparison: {}\n\n",
+        if which("mpirun") {
+            "`mpirun` is on PATH, but no MPI benchmark program ships with svm-bench; not measured."
+        } else {
+            "not measured (`mpirun` / openmpi-bin is not installed on this machine)."
+        }
+    ));
+    let lat_table = |title: &str, cs: &[Curve], sizes: &[usize]| {
+        let mut t = Table::new(std::iter::once("size".to_string()).chain(cs.iter().map(|c| format!("{} µs", c.name))));
+        for &n in sizes {
+            t.row(std::iter::once(size_label(n)).chain(cs.iter().map(|c| num(c.at(n)))));
+        }
+        format!("## {title}\n\n{}\n", t.render())
+    };
+    md.push_str(&lat_table(
+        "Latency 0–62 B (one-way, µs, median)",
+        &res.small,
+        &sz.small,
+    ));
+    md.push_str(&lat_table(
+        "Latency 64 B–8 KiB (one-way, µs, median)",
+        &res.medium,
+        &sz.medium,
+    ));
+    let mut t = Table::new(std::iter::once("size".to_string()).chain(res.bw.iter().map(|c| format!("{} MB/s", c.name))));
+    for &n in &sz.bw {
+        t.row(std::iter::once(size_label(n)).chain(res.bw.iter().map(|c| num(c.at(n)))));
+    }
+    md.push_str(&format!("## Bandwidth (MB/s)\n\n{}\n", t.render()));
+    let memcpy = res.bw.iter().find(|c| c.name == MEMCPY);
+    let others: Vec<&Curve> = res.bw.iter().filter(|c| c.name != MEMCPY).collect();
+    let mut t = Table::new(std::iter::once("size".to_string()).chain(others.iter().map(|c| format!("{} % of memcpy", c.name))));
+    for &n in &sz.bw {
+        let m = memcpy.and_then(|c| c.at(n));
+        t.row(std::iter::once(size_label(n)).chain(others.iter().map(|c| match (c.at(n), m) {
+            (Some(v), Some(m)) => num(Some(100.0 * v / m)),
+            _ => "–".into(),
+        })));
+    }
+    md.push_str(&format!("## Bandwidth as % of memcpy (same size, same run)\n\n{}\n", t.render()));
+    md.push_str(
+        "Notes: p1/p2/p3 are forced with `DeckLink::set_protocol` (p1 only up to 62 B); \"auto\" chooses by size \
+         (p1 ≤ 62 B, p2 ≤ DECK_MSG_BUF_LIMIT = 8 KiB, p3 above). p2 bandwidth is measured on a second mesh whose \
+         eager buffer holds two messages of the largest size (the default 256 KiB buffer refuses larger forced \
+         p2 messages). µDECK = mailbox post/retrieve through the receive thread, over DECK-SCI (auto) or TCP loopback. \
+         The SCI link numbers include the receiver's copy out of the segment (`recv_msg`).\n\n\
+         Seeds (2001, SCI hardware): protocol 1 4.66 µs flat over 0–62 B; protocol 3 84.12 MB/s = 95.9% of the \
+         87.72 MB/s remote-write limit; protocol 2 capped at 62.81 MB/s.\n\n\
+         Plots: `deck_latency_small.svg`, `deck_latency_medium.svg`, `deck_bandwidth.svg`, `deck_bandwidth_pct.svg`.\n",
+    );
+    std::fs::write(out.join("deck.md"), md).map_err(|e| format!("writing deck.md: {e}"))?;
+
+    let plots = [
+        (
+            "deck_latency_small.svg",
+            Plot {
+                title: "Latency, 0–62 B (one-way, median)".into(),
+                x_label: "message size (bytes)".into(),
+                y_label: "µs".into(),
+                x_scale: Scale::Linear,
+                y_scale: Scale::Log10,
+                y_from_zero: false,
+                series: res.small.iter().map(|c| c.series(c.name == MEMCPY)).collect(),
+            },
+        ),
+        (
+            "deck_latency_medium.svg",
+            Plot {
+                title: "Latency, 64 B–8 KiB (one-way, median)".into(),
+                x_label: "message size (bytes)".into(),
+                y_label: "µs".into(),
+                x_scale: Scale::Log2Size,
+                y_scale: Scale::Log10,
+                y_from_zero: false,
+                series: res.medium.iter().map(|c| c.series(c.name == MEMCPY)).collect(),
+            },
+        ),
+        (
+            "deck_bandwidth.svg",
+            Plot {
+                title: "Bandwidth vs memcpy".into(),
+                x_label: "message size (bytes)".into(),
+                y_label: "MB/s".into(),
+                x_scale: Scale::Log2Size,
+                y_scale: Scale::Log10,
+                y_from_zero: false,
+                series: res.bw.iter().map(|c| c.series(c.name == MEMCPY)).collect(),
+            },
+        ),
+        (
+            "deck_bandwidth_pct.svg",
+            Plot {
+                title: "Bandwidth as % of memcpy of the same size".into(),
+                x_label: "message size (bytes)".into(),
+                y_label: "% of memcpy".into(),
+                x_scale: Scale::Log2Size,
+                y_scale: Scale::Linear,
+                y_from_zero: true,
+                series: others
+                    .iter()
+                    .map(|c| Series {
+                        name: c.name.to_string(),
+                        points: sz
+                            .bw
+                            .iter()
+                            .filter_map(|&n| match (c.at(n), memcpy.and_then(|m| m.at(n))) {
+                                (Some(v), Some(m)) => Some((n as f64, 100.0 * v / m)),
+                                _ => None,
+                            })
+                            .collect(),
+                        dashed: false,
+                    })
+                    .collect(),
+            },
+        ),
+    ];
+    for (file, p) in plots {
+        std::fs::write(out.join(file), p.svg()).map_err(|e| format!("writing {file}: {e}"))?;
+    }
+    Ok(h)
+}
+
+fn uname() -> String {
+    let u = nix::sys::utsname::uname();
+    match u {
+        Ok(u) => format!(
+            "{} {} {}",
+            u.sysname().to_string_lossy(),
+            u.release().to_string_lossy(),
+            u.machine().to_string_lossy()
+        ),
+        Err(_) => "unknown system".into(),
+    }
+}
+
+pub fn which(prog: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+}
+
+/// `svm-bench deck`. Returns Ok(true) when every measurement ran and verified.
+pub fn run(level: Level, out: &Path) -> Result<bool, String> {
+    let t0 = Instant::now();
+    let sz = Sizes::new(level);
+    std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let base = util::fresh_key(0);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let coord = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+    let exe: PathBuf = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .arg("deck-peer")
+        .env(ENV_KEY, util::hex(&base))
+        .env(ENV_COORD, &coord)
+        .env(ENV_WIDE, sz.max_bw().to_string())
+        .env(ENV_PARENT, std::process::id().to_string())
+        .env_remove("SVM_RANK")
+        .env_remove("SVM_SIZE")
+        .spawn()
+        .map_err(|e| format!("cannot start the peer: {e}"))?;
+    let mut guard = PeerGuard(child);
+    let mut res = Results {
+        small: Vec::new(),
+        medium: Vec::new(),
+        bw: Vec::new(),
+        verified: 0,
+        failures: Vec::new(),
+    };
+    eprintln!("deck: peer started (pid {}); {} mode", guard.0.id(), if level == Level::Full { "full" } else { "quick" });
+    if let Err(e) = run_phases(&mut res, &sz, &base, listener) {
+        eprintln!("deck: FAILED: {e}");
+        res.failures.push(e);
+    }
+    // The peer ends by itself after the last phase.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match guard.0.try_wait() {
+            Ok(Some(st)) if !st.success() && res.failures.is_empty() => {
+                res.failures.push(format!("the peer exited with {st}"));
+                break;
+            }
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() > deadline => {
+                res.failures.push("the peer did not exit after the last phase".into());
+                break;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => {
+                res.failures.push(format!("waiting for the peer: {e}"));
+                break;
+            }
+        }
+    }
+    drop(guard);
+    if let Err(e) = memcpy_curves(&mut res, &sz, level) {
+        res.failures.push(e);
+    }
+    let h = write_report(out, &res, &sz, level, t0.elapsed().as_secs_f64())?;
+    println!(
+        "deck: protocol 1 latency max/min over 0–62 B = {}",
+        num(h.p1_ratio)
+    );
+    if let Some((at, p, m, pct)) = h.p3_pct {
+        println!(
+            "deck: protocol 3 bandwidth at {} = {} MB/s = {}% of memcpy ({} MB/s)",
+            size_label(at),
+            num(Some(p)),
+            num(Some(pct)),
+            num(Some(m))
+        );
+    }
+    println!(
+        "deck: {} messages verified, {} failures; report {}",
+        res.verified,
+        res.failures.len(),
+        out.join("deck.md").display()
+    );
+    Ok(res.failures.is_empty())
+}

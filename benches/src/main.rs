@@ -1,0 +1,139 @@
+//! svm-bench: the benchmarks of svm. Every number is measured against a baseline run in the same
+//! invocation (memcpy for DECK, the sequential program for the applications), and every timed
+//! result is checked. Reports: Markdown tables and SVG plots in `target/svm-bench/` (or `--out`).
+//! See `docs/benchmarks.md`.
+
+mod apps;
+mod deck;
+mod report;
+mod util;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use deck::Level;
+
+#[derive(Parser)]
+#[command(
+    name = "svm-bench",
+    version,
+    about = "svm benchmarks: DECK-SCI latency/bandwidth (vs memcpy) and application speedups (vs sequential)",
+    long_about = "svm benchmarks. Every subcommand measures against a baseline in the same run, checks every \
+                  result it times, prints one progress line per configuration on stderr and writes Markdown \
+                  tables + SVG plots into --out (default target/svm-bench).\n\n\
+                  `apps` needs svmrun and the svm examples next to this binary: \
+                  cargo build --release -p svm-run -p svm --bins --examples"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Fewer sizes and repetitions: each subcommand in under 2 minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Smallest configuration, for tests (seconds; the numbers mean nothing).
+    #[arg(long, hide = true)]
+    tiny: bool,
+    /// Output directory of the reports (default: target/svm-bench).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+impl Common {
+    fn level(&self) -> Level {
+        if self.tiny {
+            Level::Tiny
+        } else if self.quick {
+            Level::Quick
+        } else {
+            Level::Full
+        }
+    }
+    fn out(&self) -> PathBuf {
+        self.out.clone().unwrap_or_else(util::default_out)
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// DECK-SCI protocols 1/2/3 forced and auto, µDECK over DECK-SCI and TCP, memcpy: latency
+    /// 0–62 B and 64 B–8 KiB, bandwidth 1 KiB–16 MiB → deck.md + deck_*.svg.
+    Deck(Common),
+    /// Mandelbrot (DSM and DECK master/slave), Laplace red-black, Jacobi, sparse mat-vec at 1, 2, 4
+    /// nodes for every DSM protocol, against the sequential baseline → apps.md + apps_*.svg.
+    Apps {
+        #[command(flatten)]
+        common: Common,
+        /// Protocols to run (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "sc-sw,sc-mw,scope")]
+        protocols: Vec<String>,
+    },
+    /// `deck` then `apps`.
+    All(Common),
+    /// The peer process of `deck` (started by svm-bench itself).
+    #[command(hide = true, name = "deck-peer")]
+    DeckPeer,
+}
+
+fn finish(name: &str, r: Result<bool, String>) -> bool {
+    match r {
+        Ok(true) => true,
+        Ok(false) => {
+            eprintln!("svm-bench {name}: some results failed verification (see the report)");
+            false
+        }
+        Err(e) => {
+            eprintln!("svm-bench {name}: error: {e}");
+            false
+        }
+    }
+}
+
+fn check_protocols(p: &[String]) -> Result<(), String> {
+    for x in p {
+        if !apps::PROTOCOLS.contains(&x.as_str()) {
+            return Err(format!(
+                "unknown protocol {x:?} (expected some of {})",
+                apps::PROTOCOLS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ok = match cli.cmd {
+        Cmd::DeckPeer => match deck::peer_main() {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("svm-bench deck-peer: {e}");
+                false
+            }
+        },
+        Cmd::Deck(c) => finish("deck", deck::run(c.level(), &c.out())),
+        Cmd::Apps { common, protocols } => {
+            if let Err(e) = check_protocols(&protocols) {
+                eprintln!("svm-bench apps: {e}");
+                return ExitCode::from(2);
+            }
+            finish("apps", apps::run(common.level(), &common.out(), &protocols))
+        }
+        Cmd::All(c) => {
+            let d = finish("deck", deck::run(c.level(), &c.out()));
+            let protocols: Vec<String> = apps::PROTOCOLS.iter().map(|s| s.to_string()).collect();
+            let a = finish("apps", apps::run(c.level(), &c.out(), &protocols));
+            d && a
+        }
+    };
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,725 @@
+//! SMI regions onto DSM regions, the directory of exported LOCAL regions, callbacks.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use svm_core::api::{self, Home};
+
+use crate::consts::*;
+use crate::{entry, ffi, out, smi, sv, Res, Smi, K_DIR, TAG_CB};
+
+pub(crate) type Callback = extern "C" fn(c_int, c_int) -> c_int;
+
+/// `smi_region_info_t` exactly as C lays it out.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RegionInfo {
+    pub size: usize,
+    pub owner: c_int,
+    pub offset: usize,
+    pub sgmt_id: c_int,
+    pub partner: c_int,
+    pub nbr_sgmts: c_int,
+    pub sgmt_owner: *mut c_int,
+    pub sgmt_size: *mut usize,
+    pub adapter: c_int,
+    pub rmt_adapter: c_int,
+    pub shrinkable: c_int,
+    pub cb_fcn: Option<Callback>,
+}
+
+/// `smi_rlayout_t`.
+#[repr(C)]
+pub struct RLayout {
+    pub nsegments: usize,
+    pub size: usize,
+    pub adr: *mut u8,
+    pub seg_size: *mut usize,
+    pub seg_adr: *mut *mut u8,
+    pub seg_machine: *mut c_int,
+}
+
+/// `smi_sgmt_locator_t`.
+#[repr(C)]
+pub struct Locator {
+    pub sci_id: c_int,
+    pub segment_id: c_int,
+}
+
+/// How a region's memory came to this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Collective allocation (every process has it at the same address).
+    Collective,
+    /// This process's arena (LOCAL, SMP, PT2PT owner): freed with free_local.
+    Local,
+    /// Imported from another process's directory (REMOTE, RDMA, PT2PT partner).
+    Imported,
+}
+
+#[derive(Debug)]
+pub(crate) struct Region {
+    pub id: c_int,
+    pub ty: c_int,
+    pub flags: c_int,
+    pub addr: usize,
+    /// Size the program sees (rounded up to pages).
+    pub size: usize,
+    pub owner: usize,
+    pub sgmt_id: c_int,
+    pub offset: usize,
+    /// (address, bytes, home rank) of each contiguous piece.
+    pub segs: Vec<(usize, usize, usize)>,
+    pub origin: Origin,
+    pub connected: bool,
+    /// The program may use the address (false for RDMA: only Put/Get).
+    pub mapped: bool,
+    /// FRAGMENTED: the array of per-process pointers handed to the program.
+    pub frags: Option<Box<[usize]>>,
+    pub cb: Option<Callback>,
+    pub importers: Vec<usize>,
+    /// Directory key and owner of an imported region not yet connected (REMOTE | DELAYED).
+    pub import: Option<(usize, u64)>,
+    /// Directory key under which this process exported the region.
+    pub export: Option<u64>,
+    pub mmu: bool,
+    pub repl: Option<crate::repl::Repl>,
+}
+
+impl Region {
+    pub fn contains(&self, a: usize, len: usize) -> bool {
+        a >= self.addr && a.saturating_add(len) <= self.addr + self.size
+    }
+    /// The home rank of byte `off` of the region.
+    pub fn home_of(&self, a: usize) -> usize {
+        self.segs.iter().find(|(s, l, _)| a >= *s && a < s + l).map(|x| x.2).unwrap_or(self.owner)
+    }
+}
+
+fn page_round(s: &Smi, bytes: usize) -> usize {
+    bytes.max(1).div_ceil(s.page) * s.page
+}
+
+/// SMI's BLOCKED rule with one process per node: node i's block ends at
+/// round((i+1)*pages/n) pages, at least one page each, the last node takes the remainder.
+pub(crate) fn blocked_runs(pages: u64, n: usize) -> Vec<u64> {
+    let mut runs = Vec::with_capacity(n);
+    let mut prev = 0u64;
+    for i in 0..n {
+        let end = if i + 1 == n {
+            pages.max(prev + 1)
+        } else {
+            let r = (((i as u64 + 1) * pages) as f64 / n as f64).round() as u64;
+            r.max(prev + 1)
+        };
+        runs.push(end - prev);
+        prev = end;
+    }
+    runs
+}
+
+/// Directory keys: kind in the high byte.
+fn key_local(sgmt_id: c_int) -> u64 {
+    (1 << 56) | sgmt_id as u32 as u64
+}
+fn key_pt2pt(partner: usize, seq: u64) -> u64 {
+    (2 << 56) | ((partner as u64) << 24) | (seq & 0xff_ffff)
+}
+
+fn dir_lock(s: &Smi, owner: usize) -> u64 {
+    s.sync_id(K_DIR, 0, owner)
+}
+
+/// Publishes (key → addr, size) in this process's directory.
+fn publish(s: &Smi, key: u64, addr: usize, size: usize) -> Res {
+    let d = s.dir[s.me];
+    let r = s.locked(dir_lock(s, s.me), || {
+        let mut free = None;
+        for e in 0..crate::DIR_ENTRIES {
+            let live = d.get(e * crate::DIR_WORDS + 3);
+            if live != 0 && d.get(e * crate::DIR_WORDS) == key {
+                return Err(SMI_ERR_BUSY);
+            }
+            if live == 0 && free.is_none() {
+                free = Some(e);
+            }
+        }
+        let e = free.ok_or(SMI_ERR_NOMEM)? * crate::DIR_WORDS;
+        d.write_from(e, &[key, addr as u64, size as u64, 1]);
+        Ok(())
+    })?;
+    r
+}
+
+fn unpublish(s: &Smi, key: u64) -> Res {
+    let d = s.dir[s.me];
+    s.locked(dir_lock(s, s.me), || {
+        for e in 0..crate::DIR_ENTRIES {
+            let w = e * crate::DIR_WORDS;
+            if d.get(w + 3) != 0 && d.get(w) == key {
+                d.set(w + 3, 0);
+            }
+        }
+    })
+}
+
+/// Looks `key` up in `owner`'s directory, waiting until it is published.
+fn lookup(s: &Smi, owner: usize, key: u64) -> Res<(usize, usize)> {
+    let d = s.dir[owner];
+    s.poll(&format!("process {owner} to export segment {:#x}", key & 0xffff_ffff), || {
+        s.locked(dir_lock(s, owner), || {
+            (0..crate::DIR_ENTRIES).find_map(|e| {
+                let w = e * crate::DIR_WORDS;
+                (d.get(w + 3) != 0 && d.get(w) == key).then(|| (d.get(w + 1) as usize, d.get(w + 2) as usize))
+            })
+        })
+    })
+}
+
+fn new_region(s: &Smi, ty: c_int, flags: c_int, addr: usize, size: usize, owner: usize, origin: Origin) -> Region {
+    let mut st = s.st();
+    let id = st.next_region;
+    st.next_region += 1;
+    Region {
+        id,
+        ty,
+        flags,
+        addr,
+        size,
+        owner,
+        sgmt_id: id,
+        offset: 0,
+        segs: vec![(addr, size, owner)],
+        origin,
+        connected: true,
+        mapped: true,
+        frags: None,
+        cb: None,
+        importers: Vec::new(),
+        import: None,
+        export: None,
+        mmu: false,
+        repl: None,
+    }
+}
+
+/// Runs of (home rank, pages) as a segment list starting at `addr`.
+fn segs_of(s: &Smi, addr: usize, runs: &[(usize, u64)]) -> Vec<(usize, usize, usize)> {
+    let mut a = addr;
+    runs.iter()
+        .map(|&(p, pages)| {
+            let len = pages as usize * s.page;
+            let seg = (a, len, p);
+            a += len;
+            seg
+        })
+        .collect()
+}
+
+fn runs_home(runs: &[(usize, u64)]) -> Home {
+    Home::Runs(runs.iter().map(|&(p, k)| (p as u16, k)).collect())
+}
+
+fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
+    let ty = region_type & SHM_TYPE_MASK;
+    let flags = region_type & !SHM_TYPE_MASK;
+    if flags & SHM_REGISTER != 0 {
+        // Exporting private memory of the program would need that memory inside the DSM window.
+        eprintln!("smi[{}]: SMI_SHM_REGISTER is not supported (docs/smi.md)", s.me);
+        return Err(SMI_ERR_NOTIMPL);
+    }
+    let owner_ok = |o: c_int| crate::check_rank(s, o);
+    let size = page_round(s, info.size);
+    if info.size == 0 && ty != SHM_REMOTE && ty != SHM_RDMA {
+        return Err(SMI_ERR_PARAM);
+    }
+    let delayed = flags & SHM_DELAYED != 0;
+    let mut r = match ty {
+        SHM_UNDIVIDED => {
+            let owner = owner_ok(info.owner)?;
+            s.barrier()?;
+            let m = s.alloc_region(size, Home::Node(owner as u16))?;
+            let mut r = new_region(s, ty, flags, m.addr(), size, owner, Origin::Collective);
+            r.connected = !delayed || owner == s.me;
+            r
+        }
+        SHM_BLOCKED | SHM_CYCLIC => {
+            s.barrier()?;
+            let pages = (size / s.page) as u64;
+            let (home, segs, total) = if ty == SHM_BLOCKED {
+                let runs: Vec<(usize, u64)> = blocked_runs(pages, s.n).into_iter().enumerate().collect();
+                let total: u64 = runs.iter().map(|r| r.1).sum();
+                (runs_home(&runs), Some(runs), total)
+            } else {
+                (Home::Cyclic, None, pages)
+            };
+            let m = s.alloc_region(total as usize * s.page, home)?;
+            let mut r = new_region(s, ty, flags, m.addr(), size, 0, Origin::Collective);
+            r.segs = match segs {
+                Some(runs) => segs_of(s, m.addr(), &runs),
+                None => (0..pages as usize).map(|i| (m.addr() + i * s.page, s.page, i % s.n)).collect(),
+            };
+            r.connected = !delayed;
+            r
+        }
+        SHM_CUSTOMIZED => {
+            let k = usize::try_from(info.nbr_sgmts).map_err(|_| SMI_ERR_PARAM)?;
+            let owners = ffi::read_array(info.sgmt_owner, k).ok_or(SMI_ERR_PARAM)?;
+            let sizes = ffi::read_array(info.sgmt_size, k).ok_or(SMI_ERR_PARAM)?;
+            if k == 0 {
+                return Err(SMI_ERR_PARAM);
+            }
+            let mut runs = Vec::with_capacity(k);
+            for (o, b) in owners.iter().zip(&sizes) {
+                runs.push((owner_ok(*o)?, (page_round(s, *b) / s.page) as u64));
+            }
+            let total: u64 = runs.iter().map(|r| r.1).sum();
+            if (total as usize) * s.page < size {
+                return Err(SMI_ERR_PARAM);
+            }
+            s.barrier()?;
+            let m = s.alloc_region(total as usize * s.page, runs_home(&runs))?;
+            let mut r = new_region(s, ty, flags, m.addr(), total as usize * s.page, runs[0].0, Origin::Collective);
+            r.segs = segs_of(s, m.addr(), &runs);
+            r.connected = !delayed;
+            r
+        }
+        SHM_FRAGMENTED => {
+            let frag = page_round(s, info.size.div_ceil(s.n));
+            let runs: Vec<(usize, u64)> = (0..s.n).map(|p| (p, (frag / s.page) as u64)).collect();
+            s.barrier()?;
+            let m = s.alloc_region(frag * s.n, runs_home(&runs))?;
+            let mut r = new_region(s, ty, flags, m.addr(), frag * s.n, s.me, Origin::Collective);
+            r.segs = segs_of(s, m.addr(), &runs);
+            r.frags = Some((0..s.n).map(|p| m.addr() + p * frag).collect());
+            r
+        }
+        SHM_SMP => {
+            // Only the processes of one node share it: with one process per node, this one.
+            let m = sv(api::alloc_local::<u8>(size))?;
+            new_region(s, ty, flags, m.addr(), size, s.me, Origin::Local)
+        }
+        SHM_LOCAL => {
+            let m = sv(api::alloc_local::<u8>(size))?;
+            let mut r = new_region(s, ty, flags, m.addr(), size, s.me, Origin::Local);
+            r.sgmt_id = if info.sgmt_id > 0 { info.sgmt_id } else { 0x4000_0000 + r.id };
+            if flags & SHM_PRIVATE == 0 {
+                let key = key_local(r.sgmt_id);
+                if let Err(e) = publish(s, key, r.addr, size) {
+                    let _ = api::free_local_addr(r.addr);
+                    return Err(e);
+                }
+                r.export = Some(key);
+            }
+            r
+        }
+        SHM_PT2PT => {
+            let owner = owner_ok(info.owner)?;
+            let partner = owner_ok(info.partner)?;
+            if s.me != owner && s.me != partner {
+                return Err(SMI_ERR_PARAM);
+            }
+            let seq = {
+                let mut st = s.st();
+                let c = st.pt2pt_seq.entry((owner, partner)).or_insert(0);
+                *c += 1;
+                *c
+            };
+            let key = key_pt2pt(partner, seq);
+            if s.me == owner {
+                let m = sv(api::alloc_local::<u8>(size))?;
+                publish(s, key, m.addr(), size)?;
+                let mut r = new_region(s, ty, flags, m.addr(), size, owner, Origin::Local);
+                r.export = Some(key);
+                r
+            } else {
+                let (a, len) = lookup(s, owner, key)?;
+                new_region(s, ty, flags, a, len, owner, Origin::Imported)
+            }
+        }
+        SHM_REMOTE | SHM_RDMA => {
+            let owner = owner_ok(info.owner)?;
+            let key = key_local(info.sgmt_id);
+            let mut r = new_region(s, ty, flags, 0, 0, owner, Origin::Imported);
+            r.sgmt_id = info.sgmt_id;
+            r.offset = info.offset;
+            r.import = Some((owner, key));
+            r.mapped = ty == SHM_REMOTE;
+            r.connected = false;
+            if !delayed {
+                connect(s, &mut r, info.size)?;
+            }
+            r
+        }
+        _ => return Err(SMI_ERR_PARAM),
+    };
+    if flags & SHM_CALLBACK != 0 {
+        r.cb = info.cb_fcn;
+    }
+    if r.origin == Origin::Collective {
+        s.barrier()?;
+    }
+    Ok(r)
+}
+
+/// Connects an imported region: finds the export, tells the owner (callbacks).
+fn connect(s: &Smi, r: &mut Region, want: usize) -> Res {
+    if let Some((owner, key)) = r.import {
+        let (a, len) = lookup(s, owner, key)?;
+        if r.offset >= len {
+            return Err(SMI_ERR_PARAM);
+        }
+        let avail = len - r.offset;
+        let size = if want == 0 { avail } else { page_round(s, want).min(avail) };
+        r.addr = a + r.offset;
+        r.size = size;
+        r.segs = vec![(r.addr, size, owner)];
+        let msg = [CB_REASON_CONNECT as u8, 0, 0, 0]
+            .into_iter()
+            .chain((key as u32).to_le_bytes())
+            .collect::<Vec<u8>>();
+        sv(api::send_message(owner, TAG_CB, &msg))?;
+    }
+    r.connected = true;
+    Ok(())
+}
+
+fn region_out(r: &Region, address: *mut c_void) -> Res {
+    let a = if let Some(f) = &r.frags {
+        f.as_ptr() as usize
+    } else if r.connected && r.mapped {
+        r.addr
+    } else {
+        0
+    };
+    out(address as *mut usize, a)
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Create_shreg(region_type: c_int, info: *mut RegionInfo, id: *mut c_int, address: *mut c_void) -> c_int {
+    entry("SMI_Create_shreg", || {
+        let s = smi()?;
+        let info = ffi::get(info as *const RegionInfo).ok_or(SMI_ERR_PARAM)?;
+        if id.is_null() || address.is_null() {
+            return Err(SMI_ERR_PARAM);
+        }
+        let r = create(s, region_type, &info)?;
+        out(id, r.id)?;
+        region_out(&r, address)?;
+        s.st().regions.push(r);
+        Ok(())
+    })
+}
+
+fn init_reginfo(info: *mut RegionInfo, v: RegionInfo) -> c_int {
+    entry("SMI_Init_reginfo", || out(info, v))
+}
+
+fn reginfo(size: usize, offset: usize, owner: c_int, loc: c_int, rmt: c_int, sgmt: c_int, cb: Option<Callback>) -> RegionInfo {
+    RegionInfo {
+        size,
+        owner,
+        offset,
+        sgmt_id: sgmt,
+        partner: 0,
+        nbr_sgmts: 0,
+        sgmt_owner: std::ptr::null_mut(),
+        sgmt_size: std::ptr::null_mut(),
+        adapter: loc,
+        rmt_adapter: rmt,
+        shrinkable: 0,
+        cb_fcn: cb,
+    }
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn SMI_Init_reginfo_full(
+    info: *mut RegionInfo,
+    size: usize,
+    offset: usize,
+    owner: c_int,
+    loc_adpt: c_int,
+    rmt_adpt: c_int,
+    sgmt_id: c_int,
+    cb: Option<Callback>,
+) -> c_int {
+    init_reginfo(info, reginfo(size, offset, owner, loc_adpt, rmt_adpt, sgmt_id, cb))
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Init_reginfo_short(info: *mut RegionInfo, size: c_int, owner: c_int) -> c_int {
+    if size < 0 {
+        return SMI_ERR_PARAM;
+    }
+    init_reginfo(info, reginfo(size as usize, 0, owner, ADPT_DEFAULT, ADPT_DEFAULT, 0, None))
+}
+
+/// Runs `f` on region `id` of this process.
+pub(crate) fn with_region<T>(s: &Smi, id: c_int, f: impl FnOnce(&mut Region) -> Res<T>) -> Res<T> {
+    let mut st = s.st();
+    let r = st.regions.iter_mut().find(|r| r.id == id).ok_or(SMI_ERR_PARAM)?;
+    f(r)
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Connect_shreg(id: c_int, address: *mut c_void) -> c_int {
+    entry("SMI_Connect_shreg", || {
+        let s = smi()?;
+        // Take the region out while connecting (the lookup may wait).
+        let mut r = {
+            let mut st = s.st();
+            let i = st.regions.iter().position(|r| r.id == id).ok_or(SMI_ERR_PARAM)?;
+            st.regions.remove(i)
+        };
+        let res = if r.connected { Ok(()) } else { connect(s, &mut r, 0) };
+        let res = res.and_then(|_| region_out(&r, address));
+        s.st().regions.push(r);
+        res
+    })
+}
+
+/// Frees region `r` of this process (already removed from the table).
+fn release_region(s: &Smi, r: Region) -> Res {
+    match r.origin {
+        Origin::Collective => {
+            // svm has no collective free: the address range stays reserved (docs/smi.md).
+        }
+        Origin::Local => {
+            if let Some(key) = r.export {
+                unpublish(s, key)?;
+            }
+            for p in &r.importers {
+                let msg = [CB_REASON_DISCONNECT as u8, 1, 0, 0]
+                    .into_iter()
+                    .chain((r.export.unwrap_or(0) as u32).to_le_bytes())
+                    .collect::<Vec<u8>>();
+                sv(api::send_message(*p, TAG_CB, &msg))?;
+            }
+            sv(api::free_local_addr(r.addr))?;
+        }
+        Origin::Imported => {
+            if let (Some((owner, key)), true) = (r.import, r.connected) {
+                let msg = [CB_REASON_DISCONNECT as u8, 0, 0, 0].into_iter().chain((key as u32).to_le_bytes()).collect::<Vec<u8>>();
+                sv(api::send_message(owner, TAG_CB, &msg))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Free_shreg(id: c_int) -> c_int {
+    entry("SMI_Free_shreg", || {
+        let s = smi()?;
+        let r = {
+            let mut st = s.st();
+            let i = st.regions.iter().position(|r| r.id == id).ok_or(SMI_ERR_PARAM)?;
+            st.regions.remove(i)
+        };
+        let collective = r.origin == Origin::Collective;
+        if collective {
+            s.barrier()?;
+        }
+        release_region(s, r)?;
+        if collective {
+            s.barrier()?;
+        }
+        Ok(())
+    })
+}
+
+/// At SMI_Finalize: every region goes.
+pub(crate) fn free_all(s: &Smi) {
+    let regions = std::mem::take(&mut s.st().regions);
+    for r in regions {
+        let _ = release_region(s, r);
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Set_adapter(adapter: c_int) -> c_int {
+    entry("SMI_Set_adapter", || {
+        smi()?;
+        // No SCI adapters: the default adapter (0) and the pseudo-adapters are accepted.
+        if adapter == 0 || (ADPT_DEFAULT..=ADPT_BIDIRECTIONAL).contains(&adapter) {
+            Ok(())
+        } else {
+            Err(SMI_ERR_NODEVICE)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Set_region_callback(id: c_int, cb: Option<Callback>) -> c_int {
+    entry("SMI_Set_region_callback", || {
+        let s = smi()?;
+        with_region(s, id, |r| {
+            r.cb = cb;
+            r.flags |= SHM_CALLBACK;
+            Ok(())
+        })
+    })
+}
+
+pub(crate) fn find_range(s: &Smi, a: usize, len: usize) -> Res<c_int> {
+    let st = s.st();
+    st.regions
+        .iter()
+        .filter(|r| r.connected && r.size > 0)
+        .find(|r| r.contains(a, len.max(1)))
+        .map(|r| r.id)
+        .ok_or(SMI_ERR_BADADR)
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Adr_to_region(adr: *mut c_void, id: *mut c_int) -> c_int {
+    entry("SMI_Adr_to_region", || {
+        let s = smi()?;
+        let r = find_range(s, adr as usize, 1)?;
+        out(id, r)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Range_to_region(adr: *mut c_void, len: usize, id: *mut c_int) -> c_int {
+    entry("SMI_Range_to_region", || {
+        let s = smi()?;
+        let r = find_range(s, adr as usize, len)?;
+        out(id, r)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Region_layout(id: c_int, r: *mut *mut RLayout) -> c_int {
+    entry("SMI_Region_layout", || {
+        let s = smi()?;
+        let (size, adr, segs) = with_region(s, id, |g| Ok((g.size, g.addr, g.segs.clone())))?;
+        if r.is_null() {
+            return Err(SMI_ERR_PARAM);
+        }
+        // Separate malloc blocks, so that a program may free the struct and each array.
+        let seg_size = ffi::malloc_array(&segs.iter().map(|x| x.1).collect::<Vec<_>>());
+        let seg_adr = ffi::malloc_array(&segs.iter().map(|x| x.0 as *mut u8).collect::<Vec<_>>());
+        let seg_machine = ffi::malloc_array(&segs.iter().map(|x| x.2 as c_int).collect::<Vec<_>>());
+        let l = ffi::malloc(std::mem::size_of::<RLayout>()) as *mut RLayout;
+        if l.is_null() || seg_size.is_null() || seg_adr.is_null() || seg_machine.is_null() {
+            for p in [l as *mut c_void, seg_size as _, seg_adr as _, seg_machine as _] {
+                ffi::free(p);
+            }
+            return Err(SMI_ERR_NOMEM);
+        }
+        ffi::put(l, RLayout { nsegments: segs.len(), size, adr: adr as *mut u8, seg_size, seg_adr, seg_machine });
+        out(r, l)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Get_region_locator(id: c_int, loc: *mut Locator) -> c_int {
+    entry("SMI_Get_region_locator", || {
+        let s = smi()?;
+        let (owner, sg) = with_region(s, id, |r| Ok((r.owner, r.sgmt_id)))?;
+        out(loc, Locator { sci_id: owner as c_int, segment_id: sg })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn print_region() {
+    entry("print_region", || {
+        let s = smi()?;
+        let st = s.st();
+        let mut text = format!("SMI regions of process {}:\n", s.me);
+        for r in &st.regions {
+            text.push_str(&format!(
+                "  region {} type {} flags {:#x} address {:#x} size {} owner {} segments {}{}\n",
+                r.id,
+                r.ty,
+                r.flags,
+                r.addr,
+                r.size,
+                r.owner,
+                r.segs.len(),
+                if r.connected { "" } else { " (not connected)" }
+            ));
+        }
+        print!("{text}");
+        Ok(())
+    });
+}
+
+/// Handles region callback messages (CONNECT/DISCONNECT from other processes) until the
+/// runtime stops.
+pub(crate) fn service_loop() {
+    let Ok(s) = smi() else { return };
+    while !s.stop.load(Ordering::Acquire) {
+        let m = api::recv_message(|m| m.tag == TAG_CB, Some(Duration::from_millis(100)));
+        let Ok(Some(m)) = m else { continue };
+        if m.data.len() < 8 {
+            continue;
+        }
+        let reason = m.data[0] as c_int;
+        let to_importer = m.data[1] == 1;
+        let key32 = u32::from_le_bytes([m.data[4], m.data[5], m.data[6], m.data[7]]) as u64;
+        let from = m.from as usize;
+        // Find the region concerned and its callback; update the importer list.
+        let hit = {
+            let mut st = s.st();
+            let r = st.regions.iter_mut().find(|r| {
+                if to_importer {
+                    r.import.is_some_and(|(o, k)| o == from && (k as u32 as u64) == key32)
+                } else {
+                    r.export.is_some_and(|k| (k as u32 as u64) == key32)
+                }
+            });
+            r.map(|r| {
+                if !to_importer {
+                    if reason == CB_REASON_CONNECT {
+                        r.importers.push(from);
+                    } else {
+                        r.importers.retain(|p| *p != from);
+                    }
+                } else {
+                    r.connected = false;
+                }
+                (r.id, if r.flags & SHM_CALLBACK != 0 { r.cb } else { None })
+            })
+        };
+        let Some((id, Some(cb))) = hit else { continue };
+        let action = cb(id, reason);
+        if action & CB_ACTION_TERMINATE != 0 {
+            crate::sys_abort(1, &format!("process {} ended the job from a region callback", s.me));
+        }
+        if action & CB_ACTION_FREEREG != 0 {
+            let r = {
+                let mut st = s.st();
+                st.regions.iter().position(|r| r.id == id).map(|i| st.regions.remove(i))
+            };
+            if let Some(r) = r {
+                if r.origin != Origin::Collective {
+                    let _ = release_region(s, r);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_runs_follow_the_proportional_rule() {
+        assert_eq!(blocked_runs(8, 4), vec![2, 2, 2, 2]);
+        assert_eq!(blocked_runs(10, 4), vec![3, 2, 3, 2]);
+        assert_eq!(blocked_runs(10, 3), vec![3, 4, 3]);
+        // Fewer pages than nodes: at least one page each.
+        assert_eq!(blocked_runs(2, 4), vec![1, 1, 1, 1]);
+        assert_eq!(blocked_runs(1, 1), vec![1]);
+        for n in 1..6 {
+            for pages in n as u64..50 {
+                assert_eq!(blocked_runs(pages, n).iter().sum::<u64>(), pages);
+            }
+        }
+    }
+}
