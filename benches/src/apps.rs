@@ -120,6 +120,9 @@ fn config(level: Level) -> Cfg {
     }
 }
 
+/// (variant name, protocol for svmrun, extra arguments, slices).
+type Variant<'a> = (String, Option<&'a str>, Vec<String>, Option<usize>);
+
 /// One distributed run.
 struct Point {
     app: &'static str,
@@ -144,7 +147,11 @@ impl Baseline {
     }
 }
 
-fn seq_run(prog: &Path, app: &AppSpec, deadline: Duration) -> Result<(Vec<(String, String)>, f64), String> {
+fn seq_run(
+    prog: &Path,
+    app: &AppSpec,
+    deadline: Duration,
+) -> Result<(Vec<(String, String)>, f64), String> {
     let mut c = Command::new(prog);
     c.args(&app.args).args(&app.seq_args);
     let r = util::run_with_deadline(c, deadline);
@@ -162,7 +169,8 @@ fn seq_run(prog: &Path, app: &AppSpec, deadline: Duration) -> Result<(Vec<(Strin
 fn parse_result(app: &AppSpec, out: &str) -> Result<(Vec<(String, String)>, f64), String> {
     let mut vals = Vec::new();
     for k in app.check {
-        let v = util::kv(out, k).ok_or_else(|| format!("{}: no `{k}=` in the output {out:?}", app.name))?;
+        let v = util::kv(out, k)
+            .ok_or_else(|| format!("{}: no `{k}=` in the output {out:?}", app.name))?;
         vals.push((k.to_string(), v.to_string()));
     }
     let t = util::kv(out, "time_s")
@@ -192,7 +200,12 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
         };
         match seq_run(p, a, cfg.deadline) {
             Ok((v, t)) => {
-                eprintln!("apps: {:<10} sequential baseline: {t:.3} s ({})", a.name, fmt_vals(&v));
+                eprintln!(
+                    "apps: {:<10} sequential baseline: {} s ({})",
+                    a.name,
+                    num(Some(t)),
+                    fmt_vals(&v)
+                );
                 b.values = v;
                 b.times.push(t);
             }
@@ -209,14 +222,16 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
             continue;
         }
         // (variant, protocol for svmrun, extra args)
-        let mut variants: Vec<(String, Option<&str>, Vec<String>, Option<usize>)> = Vec::new();
+        let mut variants: Vec<Variant> = Vec::new();
         let slices: Vec<Option<usize>> = if a.name == "mandelbrot" {
             cfg.slices.iter().map(|&s| Some(s)).collect()
         } else {
             vec![None]
         };
         for sl in &slices {
-            let sl_args: Vec<String> = sl.map(|s| vec!["--slices".to_string(), s.to_string()]).unwrap_or_default();
+            let sl_args: Vec<String> = sl
+                .map(|s| vec!["--slices".to_string(), s.to_string()])
+                .unwrap_or_default();
             for proto in protocols {
                 let mut extra = sl_args.clone();
                 if a.name == "mandelbrot" {
@@ -255,7 +270,11 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
                     verified: false,
                 };
                 if !r.ok {
-                    let e = format!("{label}: svmrun failed ({}): {}", r.status, util::tail(&r.stderr, 5));
+                    let e = format!(
+                        "{label}: svmrun failed ({}): {}",
+                        r.status,
+                        util::tail(&r.stderr, 5)
+                    );
                     eprintln!("apps: FAILED: {e}");
                     failures.push(e);
                     points.push(pt);
@@ -268,7 +287,8 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
                             pt.verified = true;
                             pt.speedup = b.time().map(|bt| bt / t);
                             eprintln!(
-                                "apps: {label:<40} {t:.3} s  speedup {}  (result identical to the baseline)",
+                                "apps: {label:<40} {} s  speedup {}  (result identical to the baseline)",
+                                num(Some(t)),
                                 num(pt.speedup)
                             );
                         } else {
@@ -297,7 +317,11 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
         }
         match seq_run(p, a, cfg.deadline) {
             Ok((v, t)) if v == b.values => {
-                eprintln!("apps: {:<10} sequential baseline again: {t:.3} s", a.name);
+                eprintln!(
+                    "apps: {:<10} sequential baseline again: {} s",
+                    a.name,
+                    num(Some(t))
+                );
                 b.times.push(t);
             }
             Ok((v, _)) => failures.push(format!(
@@ -316,7 +340,15 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
             }
         }
     }
-    let headline = write_report(out, level, &cfg, &baselines, &points, &failures, t_start.elapsed().as_secs_f64())?;
+    let headline = write_report(
+        out,
+        level,
+        &cfg,
+        &baselines,
+        &points,
+        &failures,
+        t_start.elapsed().as_secs_f64(),
+    )?;
     for l in headline {
         println!("apps: {l}");
     }
@@ -331,13 +363,21 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
 }
 
 fn fmt_vals(v: &[(String, String)]) -> String {
-    v.iter().map(|(k, x)| format!("{k}={x}")).collect::<Vec<_>>().join(" ")
+    v.iter()
+        .map(|(k, x)| format!("{k}={x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The slice count used for the mandelbrot speedup table: 128 (in the seed's best range) or the
 /// nearest measured below it.
 fn headline_slices(cfg: &Cfg) -> Option<usize> {
-    cfg.slices.iter().copied().filter(|&s| s <= 128).max().or(cfg.slices.first().copied())
+    cfg.slices
+        .iter()
+        .copied()
+        .filter(|&s| s <= 128)
+        .max()
+        .or(cfg.slices.first().copied())
 }
 
 fn write_report(
@@ -356,11 +396,7 @@ fn write_report(
          (TCP transport of the DSM, default fault backend); its result is compared with the sequential baseline \
          (bit-identical: same operations in the same order). time = the program's own `time_s` (its parallel \
          section, from a barrier after setup to the end of the computation); speedup = mean sequential time / time.\n\n",
-        match level {
-            Level::Full => "full",
-            Level::Quick => "quick",
-            Level::Tiny => "tiny (test)",
-        },
+        crate::deck::level_name(level),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         elapsed
     ));
@@ -374,11 +410,24 @@ fn write_report(
         md.push_str(&format!("- FAILED: {f}\n"));
     }
     md.push_str("## Applications\n\n");
-    let mut t = Table::new(["app", "problem", "sequential s (1st)", "sequential s (2nd)", "spread %"]);
+    let mut t = Table::new([
+        "app",
+        "problem",
+        "sequential s (1st)",
+        "sequential s (2nd)",
+        "spread %",
+    ]);
     for b in baselines {
-        let what = cfg.apps.iter().find(|a| a.name == b.app).map(|a| a.what.clone()).unwrap_or_default();
+        let what = cfg
+            .apps
+            .iter()
+            .find(|a| a.name == b.app)
+            .map(|a| a.what.clone())
+            .unwrap_or_default();
         let spread = if b.times.len() == 2 {
-            num(Some(100.0 * (b.times[0] - b.times[1]).abs() / b.times[0].min(b.times[1])))
+            num(Some(
+                100.0 * (b.times[0] - b.times[1]).abs() / b.times[0].min(b.times[1]),
+            ))
         } else {
             "–".into()
         };
@@ -399,7 +448,11 @@ fn write_report(
     let head: Vec<String> = ["app", "variant"]
         .iter()
         .map(|s| s.to_string())
-        .chain(cfg.nodes.iter().map(|n| format!("{n} node{} s", if *n == 1 { "" } else { "s" })))
+        .chain(
+            cfg.nodes
+                .iter()
+                .map(|n| format!("{n} node{} s", if *n == 1 { "" } else { "s" })),
+        )
         .chain(cfg.nodes.iter().map(|n| format!("speedup {n}")))
         .collect();
     let mut t = Table::new(head);
@@ -415,7 +468,10 @@ fn write_report(
         for v in &variants {
             let sel = |n: usize| {
                 points.iter().find(|p| {
-                    p.app == a.name && &p.variant == v && p.nodes == n && (a.name != "mandelbrot" || p.slices == hs)
+                    p.app == a.name
+                        && &p.variant == v
+                        && p.nodes == n
+                        && (a.name != "mandelbrot" || p.slices == hs)
                 })
             };
             let name = if a.name == "mandelbrot" {
@@ -426,8 +482,16 @@ fn write_report(
             t.row(
                 [name, v.clone()]
                     .into_iter()
-                    .chain(cfg.nodes.iter().map(|&n| num(sel(n).and_then(|p| p.time_s))))
-                    .chain(cfg.nodes.iter().map(|&n| num(sel(n).and_then(|p| p.speedup)))),
+                    .chain(
+                        cfg.nodes
+                            .iter()
+                            .map(|&n| num(sel(n).and_then(|p| p.time_s))),
+                    )
+                    .chain(
+                        cfg.nodes
+                            .iter()
+                            .map(|&n| num(sel(n).and_then(|p| p.speedup))),
+                    ),
             );
             if let Some(sp) = sel(2).and_then(|p| p.speedup) {
                 headline.push(format!("{} {v}: 2-node speedup {}", a.name, num(Some(sp))));
@@ -474,24 +538,34 @@ fn write_report(
             }
         }
         let head: Vec<String> = std::iter::once("slices".to_string())
-            .chain(cfg.nodes.iter().flat_map(|n| variants.iter().map(move |v| format!("{v} n={n} s"))))
+            .chain(
+                cfg.nodes
+                    .iter()
+                    .flat_map(|n| variants.iter().map(move |v| format!("{v} n={n} s"))),
+            )
             .collect();
         let mut t = Table::new(head);
         for &sl in &cfg.slices {
-            t.row(std::iter::once(sl.to_string()).chain(cfg.nodes.iter().flat_map(|&n| {
-                let mp = &mp;
-                variants.iter().map(move |v| {
-                    num(mp
-                        .iter()
-                        .find(|p| &p.variant == v && p.nodes == n && p.slices == Some(sl))
-                        .and_then(|p| p.time_s))
-                })
-            })));
+            t.row(
+                std::iter::once(sl.to_string()).chain(cfg.nodes.iter().flat_map(|&n| {
+                    let mp = &mp;
+                    variants.iter().map(move |v| {
+                        num(mp
+                            .iter()
+                            .find(|p| &p.variant == v && p.nodes == n && p.slices == Some(sl))
+                            .and_then(|p| p.time_s))
+                    })
+                })),
+            );
         }
         md.push_str("## Mandelbrot: time (s) vs number of slices\n\n");
         md.push_str(&t.render());
         md.push('\n');
-        let n2 = if cfg.nodes.contains(&2) { 2 } else { cfg.nodes[0] };
+        let n2 = if cfg.nodes.contains(&2) {
+            2
+        } else {
+            cfg.nodes[0]
+        };
         let mut series: Vec<Series> = variants
             .iter()
             .map(|v| Series {
@@ -504,7 +578,11 @@ fn write_report(
                 dashed: false,
             })
             .collect();
-        if let Some(bt) = baselines.iter().find(|b| b.app == "mandelbrot").and_then(|b| b.time()) {
+        if let Some(bt) = baselines
+            .iter()
+            .find(|b| b.app == "mandelbrot")
+            .and_then(|b| b.time())
+        {
             series.push(Series {
                 name: "sequential".into(),
                 points: cfg.slices.iter().map(|&s| (s as f64, bt)).collect(),
@@ -524,10 +602,10 @@ fn write_report(
             },
         ));
     }
-    md.push_str(
-        "## All runs\n\n",
-    );
-    let mut t = Table::new(["app", "variant", "slices", "nodes", "time s", "speedup", "verified"]);
+    md.push_str("## All runs\n\n");
+    let mut t = Table::new([
+        "app", "variant", "slices", "nodes", "time s", "speedup", "verified",
+    ]);
     for p in points {
         t.row([
             p.app.to_string(),
@@ -536,7 +614,11 @@ fn write_report(
             p.nodes.to_string(),
             num(p.time_s),
             num(p.speedup),
-            if p.verified { "yes".into() } else { "NO".to_string() },
+            if p.verified {
+                "yes".into()
+            } else {
+                "NO".to_string()
+            },
         ]);
     }
     md.push_str(&t.render());

@@ -58,6 +58,8 @@ pub struct Sizes {
     lat_iters_slow: usize,
     bw_bytes: usize,
     bw_max_msgs: usize,
+    /// Time budget of one bandwidth point (seconds, estimated from the warm-up).
+    bw_secs: f64,
 }
 
 impl Sizes {
@@ -75,6 +77,7 @@ impl Sizes {
                 lat_iters_slow: 600,
                 bw_bytes: 256 << 20,
                 bw_max_msgs: 50_000,
+                bw_secs: 1.0,
             },
             Level::Quick => Sizes {
                 small: (0..=62).collect(),
@@ -84,6 +87,7 @@ impl Sizes {
                 lat_iters_slow: 100,
                 bw_bytes: 32 << 20,
                 bw_max_msgs: 5_000,
+                bw_secs: 0.25,
             },
             Level::Tiny => Sizes {
                 small: vec![0, 1, 8, 31, 62],
@@ -93,6 +97,7 @@ impl Sizes {
                 lat_iters_slow: 10,
                 bw_bytes: 2 << 20,
                 bw_max_msgs: 200,
+                bw_secs: 0.05,
             },
         }
     }
@@ -227,13 +232,16 @@ fn stamp_ok(buf: &[u8], i: usize) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Rank 0: measurements
 
-struct Lat {
-    median_us: f64,
-}
-
-/// `iters` timed round trips (after a warm-up) of `n`-byte messages; one-way latency = RTT/2.
-fn ping(ep: &dyn Ep, proto: u8, n: usize, iters: usize, verified: &mut u64) -> Result<Lat, String> {
-    let warm = (iters / 10).clamp(2, 100);
+/// `iters` timed round trips (after a short warm-up) of `n`-byte messages; returns the one-way
+/// times (RTT/2) in µs.
+fn ping(
+    ep: &dyn Ep,
+    proto: u8,
+    n: usize,
+    iters: usize,
+    verified: &mut u64,
+) -> Result<Vec<f64>, String> {
+    let warm = (iters / 10).clamp(2, 20);
     let total = warm + iters;
     ep.force(0);
     ep.send(&cmd(OP_PING, proto, n, total))?;
@@ -259,46 +267,58 @@ fn ping(ep: &dyn Ep, proto: u8, n: usize, iters: usize, verified: &mut u64) -> R
         }
     }
     ep.force(0);
-    Ok(Lat {
-        median_us: util::median(&times),
-    })
+    Ok(times)
 }
 
 /// Streams `count` messages of `n` bytes; the peer acknowledges after checking them all.
 /// Returns MB/s (10^6 bytes per second).
 fn stream(ep: &dyn Ep, proto: u8, n: usize, sz: &Sizes, verified: &mut u64) -> Result<f64, String> {
-    let count = (sz.bw_bytes / n.max(1)).clamp(8, sz.bw_max_msgs);
-    // Warm-up: a few messages of the same size (first-touch of buffers and segments).
-    for (c, timed) in [(3usize, false), (count, true)] {
-        ep.force(0);
-        ep.send(&cmd(OP_STREAM, proto, n, c))?;
-        ep.force(proto);
-        let mut buf = base_pattern(n);
-        let t0 = Instant::now();
-        for i in 0..c {
-            stamp(&mut buf, i);
-            ep.send(&buf)?;
-        }
-        ep.force(0);
-        let mut ack = Vec::new();
-        ep.recv(&mut ack)?;
-        let dt = t0.elapsed().as_secs_f64();
-        if ack.len() != 16 {
-            return Err(format!("bad acknowledgement of {} bytes", ack.len()));
-        }
-        let good = u64::from_le_bytes(ack[0..8].try_into().unwrap_or_default());
-        let bad = u64::from_le_bytes(ack[8..16].try_into().unwrap_or_default());
-        if good != c as u64 || bad != 0 {
-            return Err(format!(
-                "the receiver verified {good} of {c} messages of {n} bytes ({bad} bad), protocol {proto}"
-            ));
-        }
-        *verified += c as u64;
-        if timed {
-            return Ok((n * c) as f64 / dt / 1e6);
-        }
+    // Warm-up (first touch of buffers and segments) that also estimates the time per message,
+    // so that a slow configuration stays within the time budget of one point.
+    let warm = 8usize;
+    let t_warm = stream_once(ep, proto, n, warm, verified)?;
+    let per_msg = t_warm / warm as f64;
+    let by_time = (sz.bw_secs / per_msg.max(1e-9)) as usize;
+    let count = (sz.bw_bytes / n.max(1))
+        .min(by_time)
+        .clamp(8, sz.bw_max_msgs);
+    let dt = stream_once(ep, proto, n, count, verified)?;
+    Ok((n * count) as f64 / dt / 1e6)
+}
+
+/// Sends `c` messages and waits for the receiver's acknowledgement; returns the seconds.
+fn stream_once(
+    ep: &dyn Ep,
+    proto: u8,
+    n: usize,
+    c: usize,
+    verified: &mut u64,
+) -> Result<f64, String> {
+    ep.force(0);
+    ep.send(&cmd(OP_STREAM, proto, n, c))?;
+    ep.force(proto);
+    let mut buf = base_pattern(n);
+    let t0 = Instant::now();
+    for i in 0..c {
+        stamp(&mut buf, i);
+        ep.send(&buf)?;
     }
-    unreachable!("the timed round returns")
+    ep.force(0);
+    let mut ack = Vec::new();
+    ep.recv(&mut ack)?;
+    let dt = t0.elapsed().as_secs_f64();
+    if ack.len() != 16 {
+        return Err(format!("bad acknowledgement of {} bytes", ack.len()));
+    }
+    let good = u64::from_le_bytes(ack[0..8].try_into().unwrap_or_default());
+    let bad = u64::from_le_bytes(ack[8..16].try_into().unwrap_or_default());
+    if good != c as u64 || bad != 0 {
+        return Err(format!(
+            "the receiver verified {good} of {c} messages of {n} bytes ({bad} bad), protocol {proto}"
+        ));
+    }
+    *verified += c as u64;
+    Ok(dt)
 }
 
 fn end_phase(ep: &dyn Ep) -> Result<(), String> {
@@ -377,21 +397,36 @@ fn phase_key(base: &[u8; 32], phase: u8) -> [u8; 32] {
     k
 }
 
-fn wide_config(max: usize) -> DeckConfig {
-    let mut c = DeckConfig::default();
+/// The default geometry, with `DECK_MSG_BUF_LIMIT` and `DECK_SPIN_US` from the environment (both
+/// processes inherit the same environment).
+fn base_config() -> Result<DeckConfig, String> {
+    DeckConfig::from_env()
+}
+
+fn wide_config(max: usize) -> Result<DeckConfig, String> {
+    let mut c = base_config()?;
     // Two messages of the largest size plus headers, a multiple of 4 KiB.
     c.eager_bytes = c.eager_bytes.max((2 * (max + 4096)).next_multiple_of(4096));
-    c
+    Ok(c)
 }
 
 fn sci_link(rank: u16, key: [u8; 32], cfg: &DeckConfig) -> Result<SciEp, String> {
-    let mut links =
-        sci::establish(&boot(rank, key, None, None), cfg, SETUP_TIMEOUT).map_err(|e| e.to_string())?;
+    let mut links = sci::establish(&boot(rank, key, None, None), cfg, SETUP_TIMEOUT)
+        .map_err(|e| e.to_string())?;
     let peer = 1 - rank as usize;
-    links[peer].take().map(SciEp).ok_or_else(|| "no link".to_string())
+    links[peer]
+        .take()
+        .map(SciEp)
+        .ok_or_else(|| "no link".to_string())
 }
 
-fn deck_ep(rank: u16, key: [u8; 32], t: Transport, coord: String, fd: Option<i32>) -> Result<DeckEp, String> {
+fn deck_ep(
+    rank: u16,
+    key: [u8; 32],
+    t: Transport,
+    coord: String,
+    fd: Option<i32>,
+) -> Result<DeckEp, String> {
     let deck = Deck::init_with(&boot(rank, key, Some(coord), fd), t, RECV_TIMEOUT)
         .map_err(|e| e.to_string())?;
     let mine = deck
@@ -421,7 +456,10 @@ pub fn peer_main() -> Result<(), String> {
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("{ENV_WIDE} is not set"))?;
     // Never outlive the driver.
-    if let Some(ppid) = std::env::var(ENV_PARENT).ok().and_then(|v| v.parse::<i32>().ok()) {
+    if let Some(ppid) = std::env::var(ENV_PARENT)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    {
         std::thread::spawn(move || loop {
             if nix::unistd::getppid().as_raw() != ppid {
                 std::process::exit(3);
@@ -429,10 +467,10 @@ pub fn peer_main() -> Result<(), String> {
             std::thread::sleep(Duration::from_millis(200));
         });
     }
-    let a = sci_link(1, phase_key(&base, 1), &DeckConfig::default())?;
+    let a = sci_link(1, phase_key(&base, 1), &base_config()?)?;
     serve(&a)?;
     drop(a);
-    let b = sci_link(1, phase_key(&base, 2), &wide_config(wide))?;
+    let b = sci_link(1, phase_key(&base, 2), &wide_config(wide)?)?;
     serve(&b)?;
     drop(b);
     let c = deck_ep(1, phase_key(&base, 3), Transport::Sci, coord.clone(), None)?;
@@ -514,8 +552,13 @@ fn progress_lat(name: &str, what: &str, c: &Curve, iters: usize) {
     let v: Vec<f64> = c.pts.iter().filter_map(|p| p.1).collect();
     let lo = v.iter().copied().fold(f64::MAX, f64::min);
     let hi = v.iter().copied().fold(0.0, f64::max);
+    let how = if iters == 0 {
+        "one copy, median of 20 batches".to_string()
+    } else {
+        format!("{iters} round trips each, every echo verified")
+    };
     eprintln!(
-        "deck: {name:<14} latency {what:<10} median one-way {}..{} µs ({} sizes × {iters} round trips, every echo verified)",
+        "deck: {name:<14} latency {what:<10} median one-way {}..{} µs ({} sizes, {how})",
         num(Some(lo)),
         num(Some(hi)),
         v.len()
@@ -523,6 +566,7 @@ fn progress_lat(name: &str, what: &str, c: &Curve, iters: usize) {
 }
 
 /// Latency over `sizes` for one configuration.
+#[allow(clippy::too_many_arguments)]
 fn lat_curve(
     res: &mut Results,
     which: fn(&mut Results) -> &mut Vec<Curve>,
@@ -533,12 +577,28 @@ fn lat_curve(
     sizes: &[usize],
     iters: usize,
 ) -> Result<(), String> {
+    // Interleaved: `rounds` passes over all sizes, so that a burst of load from other processes
+    // on this shared machine spreads over every size instead of spoiling a few neighbours.
+    let rounds = if iters >= 1000 {
+        10
+    } else if iters >= 100 {
+        4
+    } else {
+        1
+    };
+    let per = iters.div_ceil(rounds);
     let mut verified = 0;
-    let mut pts = Vec::new();
-    for &n in sizes {
-        let l = ping(ep, proto, n, iters, &mut verified)?;
-        pts.push((n, Some(l.median_us)));
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
+    for _ in 0..rounds {
+        for (k, &n) in sizes.iter().enumerate() {
+            samples[k].extend(ping(ep, proto, n, per, &mut verified)?);
+        }
     }
+    let pts = sizes
+        .iter()
+        .zip(&samples)
+        .map(|(&n, t)| (n, Some(util::median(t))))
+        .collect();
     res.verified += verified;
     let c = curve(which(res), name);
     c.pts = pts;
@@ -546,7 +606,13 @@ fn lat_curve(
     Ok(())
 }
 
-fn bw_curve(res: &mut Results, name: &'static str, ep: &dyn Ep, proto: u8, sz: &Sizes) -> Result<(), String> {
+fn bw_curve(
+    res: &mut Results,
+    name: &'static str,
+    ep: &dyn Ep,
+    proto: u8,
+    sz: &Sizes,
+) -> Result<(), String> {
     let mut verified = 0;
     let mut pts = Vec::new();
     for &n in &sz.bw {
@@ -604,9 +670,25 @@ fn memcpy_curves(res: &mut Results, sz: &Sizes, level: Level) -> Result<(), Stri
         for &n in sizes.iter() {
             pts.push((n, Some(memcpy_secs(n, budget.min(64 << 20))? * 1e6)));
         }
-        let c = curve(if which == 0 { &mut res.small } else { &mut res.medium }, MEMCPY);
+        let c = curve(
+            if which == 0 {
+                &mut res.small
+            } else {
+                &mut res.medium
+            },
+            MEMCPY,
+        );
         c.pts = pts;
-        progress_lat(MEMCPY, if which == 0 { "0–62 B" } else { "64 B–8 KiB" }, c, 0);
+        progress_lat(
+            MEMCPY,
+            if which == 0 {
+                "0–62 B"
+            } else {
+                "64 B–8 KiB"
+            },
+            c,
+            0,
+        );
     }
     let mut pts = Vec::new();
     for &n in &sz.bw {
@@ -621,39 +703,146 @@ fn memcpy_curves(res: &mut Results, sz: &Sizes, level: Level) -> Result<(), Stri
     Ok(())
 }
 
-fn run_phases(res: &mut Results, sz: &Sizes, base: &[u8; 32], listener: std::net::TcpListener) -> Result<(), String> {
+fn run_phases(
+    res: &mut Results,
+    sz: &Sizes,
+    base: &[u8; 32],
+    listener: std::net::TcpListener,
+) -> Result<(), String> {
     // Phase A: default geometry.
-    let a = sci_link(0, phase_key(base, 1), &DeckConfig::default())?;
+    let a = sci_link(0, phase_key(base, 1), &base_config()?)?;
     let small_p3: Vec<usize> = sz.small.clone();
-    lat_curve(res, |r| &mut r.small, P1, "0–62 B", &a, 1, &sz.small, sz.lat_iters)?;
-    lat_curve(res, |r| &mut r.small, P2, "0–62 B", &a, 2, &sz.small, sz.lat_iters)?;
-    lat_curve(res, |r| &mut r.small, P3, "0–62 B", &a, 3, &small_p3, sz.lat_iters)?;
-    lat_curve(res, |r| &mut r.small, AUTO, "0–62 B", &a, 0, &sz.small, sz.lat_iters)?;
-    lat_curve(res, |r| &mut r.medium, P2, "64 B–8 KiB", &a, 2, &sz.medium, sz.lat_iters)?;
-    lat_curve(res, |r| &mut r.medium, P3, "64 B–8 KiB", &a, 3, &sz.medium, sz.lat_iters)?;
-    lat_curve(res, |r| &mut r.medium, AUTO, "64 B–8 KiB", &a, 0, &sz.medium, sz.lat_iters)?;
+    lat_curve(
+        res,
+        |r| &mut r.small,
+        P1,
+        "0–62 B",
+        &a,
+        1,
+        &sz.small,
+        sz.lat_iters,
+    )?;
+    lat_curve(
+        res,
+        |r| &mut r.small,
+        P2,
+        "0–62 B",
+        &a,
+        2,
+        &sz.small,
+        sz.lat_iters,
+    )?;
+    lat_curve(
+        res,
+        |r| &mut r.small,
+        P3,
+        "0–62 B",
+        &a,
+        3,
+        &small_p3,
+        sz.lat_iters,
+    )?;
+    lat_curve(
+        res,
+        |r| &mut r.small,
+        AUTO,
+        "0–62 B",
+        &a,
+        0,
+        &sz.small,
+        sz.lat_iters,
+    )?;
+    lat_curve(
+        res,
+        |r| &mut r.medium,
+        P2,
+        "64 B–8 KiB",
+        &a,
+        2,
+        &sz.medium,
+        sz.lat_iters,
+    )?;
+    lat_curve(
+        res,
+        |r| &mut r.medium,
+        P3,
+        "64 B–8 KiB",
+        &a,
+        3,
+        &sz.medium,
+        sz.lat_iters,
+    )?;
+    lat_curve(
+        res,
+        |r| &mut r.medium,
+        AUTO,
+        "64 B–8 KiB",
+        &a,
+        0,
+        &sz.medium,
+        sz.lat_iters,
+    )?;
     bw_curve(res, P3, &a, 3, sz)?;
     bw_curve(res, AUTO, &a, 0, sz)?;
     end_phase(&a)?;
     drop(a);
     // Phase B: protocol 2 over the whole bandwidth range.
-    let b = sci_link(0, phase_key(base, 2), &wide_config(sz.max_bw()))?;
+    let b = sci_link(0, phase_key(base, 2), &wide_config(sz.max_bw())?)?;
     bw_curve(res, P2, &b, 2, sz)?;
     end_phase(&b)?;
     drop(b);
     // Phase C: µDECK over DECK-SCI.
-    let coord = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+    let coord = listener
+        .local_addr()
+        .map_err(|e| e.to_string())?
+        .to_string();
     let c = deck_ep(0, phase_key(base, 3), Transport::Sci, coord.clone(), None)?;
-    lat_curve(res, |r| &mut r.small, UD_SCI, "0–62 B", &c, 0, &sz.small, sz.lat_iters_slow)?;
-    lat_curve(res, |r| &mut r.medium, UD_SCI, "64 B–8 KiB", &c, 0, &sz.medium, sz.lat_iters_slow)?;
+    lat_curve(
+        res,
+        |r| &mut r.small,
+        UD_SCI,
+        "0–62 B",
+        &c,
+        0,
+        &sz.small,
+        sz.lat_iters_slow,
+    )?;
+    lat_curve(
+        res,
+        |r| &mut r.medium,
+        UD_SCI,
+        "64 B–8 KiB",
+        &c,
+        0,
+        &sz.medium,
+        sz.lat_iters_slow,
+    )?;
     bw_curve(res, UD_SCI, &c, 0, sz)?;
     end_phase(&c)?;
     deck_finish(c)?;
     // Phase D: µDECK over TCP; our listener becomes rank 0's rendezvous.
     let fd = std::os::fd::IntoRawFd::into_raw_fd(listener);
     let d = deck_ep(0, phase_key(base, 4), Transport::Tcp, coord, Some(fd))?;
-    lat_curve(res, |r| &mut r.small, UD_TCP, "0–62 B", &d, 0, &sz.small, sz.lat_iters_slow)?;
-    lat_curve(res, |r| &mut r.medium, UD_TCP, "64 B–8 KiB", &d, 0, &sz.medium, sz.lat_iters_slow)?;
+    lat_curve(
+        res,
+        |r| &mut r.small,
+        UD_TCP,
+        "0–62 B",
+        &d,
+        0,
+        &sz.small,
+        sz.lat_iters_slow,
+    )?;
+    lat_curve(
+        res,
+        |r| &mut r.medium,
+        UD_TCP,
+        "64 B–8 KiB",
+        &d,
+        0,
+        &sz.medium,
+        sz.lat_iters_slow,
+    )?;
     bw_curve(res, UD_TCP, &d, 0, sz)?;
     end_phase(&d)?;
     deck_finish(d)?;
@@ -682,7 +871,12 @@ fn headline(res: &Results, sz: &Sizes) -> Headline {
     } else {
         sz.max_bw()
     };
-    let get = |name| res.bw.iter().find(|c| c.name == name).and_then(|c| c.at(at));
+    let get = |name| {
+        res.bw
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.at(at))
+    };
     let p3_pct = match (get(P3), get(MEMCPY)) {
         (Some(p), Some(m)) => Some((at, p, m, 100.0 * p / m)),
         _ => None,
@@ -690,20 +884,22 @@ fn headline(res: &Results, sz: &Sizes) -> Headline {
     Headline { p1_ratio, p3_pct }
 }
 
-fn write_report(out: &Path, res: &Results, sz: &Sizes, level: Level, elapsed: f64) -> Result<Headline, String> {
+fn write_report(
+    out: &Path,
+    res: &Results,
+    sz: &Sizes,
+    level: Level,
+    elapsed: f64,
+) -> Result<Headline, String> {
     let h = headline(res, sz);
     let mut md = String::new();
     md.push_str("# svm-bench deck\n\n");
     md.push_str(&format!(
         "Run: {} mode, {}, {} CPU(s), {:.0} s. Two processes on this host (svm-bench and a re-executed copy as the peer). \
-         Latency = median of the one-way time (round trip / 2) over {} round trips per size ({} for µDECK); \
+         Latency = median of the one-way time (round trip / 2) over {} round trips per size ({} for µDECK), taken in interleaved passes over all sizes; \
          bandwidth = bytes streamed one way / time until the receiver's acknowledgement, MB = 10^6 bytes. \
          memcpy = one `copy_from_slice` of the same size in this process, same run.\n\n",
-        match level {
-            Level::Full => "full",
-            Level::Quick => "quick",
-            Level::Tiny => "tiny (test)",
-        },
+        level_name(level),
         uname(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         elapsed,
@@ -741,7 +937,9 @@ fn write_report(out: &Path, res: &Results, sz: &Sizes, level: Level, elapsed: f6
         }
     ));
     let lat_table = |title: &str, cs: &[Curve], sizes: &[usize]| {
-        let mut t = Table::new(std::iter::once("size".to_string()).chain(cs.iter().map(|c| format!("{} µs", c.name))));
+        let mut t = Table::new(
+            std::iter::once("size".to_string()).chain(cs.iter().map(|c| format!("{} µs", c.name))),
+        );
         for &n in sizes {
             t.row(std::iter::once(size_label(n)).chain(cs.iter().map(|c| num(c.at(n)))));
         }
@@ -757,22 +955,33 @@ fn write_report(out: &Path, res: &Results, sz: &Sizes, level: Level, elapsed: f6
         &res.medium,
         &sz.medium,
     ));
-    let mut t = Table::new(std::iter::once("size".to_string()).chain(res.bw.iter().map(|c| format!("{} MB/s", c.name))));
+    let mut t = Table::new(
+        std::iter::once("size".to_string())
+            .chain(res.bw.iter().map(|c| format!("{} MB/s", c.name))),
+    );
     for &n in &sz.bw {
         t.row(std::iter::once(size_label(n)).chain(res.bw.iter().map(|c| num(c.at(n)))));
     }
     md.push_str(&format!("## Bandwidth (MB/s)\n\n{}\n", t.render()));
     let memcpy = res.bw.iter().find(|c| c.name == MEMCPY);
     let others: Vec<&Curve> = res.bw.iter().filter(|c| c.name != MEMCPY).collect();
-    let mut t = Table::new(std::iter::once("size".to_string()).chain(others.iter().map(|c| format!("{} % of memcpy", c.name))));
+    let mut t = Table::new(
+        std::iter::once("size".to_string())
+            .chain(others.iter().map(|c| format!("{} % of memcpy", c.name))),
+    );
     for &n in &sz.bw {
         let m = memcpy.and_then(|c| c.at(n));
-        t.row(std::iter::once(size_label(n)).chain(others.iter().map(|c| match (c.at(n), m) {
-            (Some(v), Some(m)) => num(Some(100.0 * v / m)),
-            _ => "–".into(),
-        })));
+        t.row(
+            std::iter::once(size_label(n)).chain(others.iter().map(|c| match (c.at(n), m) {
+                (Some(v), Some(m)) => num(Some(100.0 * v / m)),
+                _ => "–".into(),
+            })),
+        );
     }
-    md.push_str(&format!("## Bandwidth as % of memcpy (same size, same run)\n\n{}\n", t.render()));
+    md.push_str(&format!(
+        "## Bandwidth as % of memcpy (same size, same run)\n\n{}\n",
+        t.render()
+    ));
     md.push_str(
         "Notes: p1/p2/p3 are forced with `DeckLink::set_protocol` (p1 only up to 62 B); \"auto\" chooses by size \
          (p1 ≤ 62 B, p2 ≤ DECK_MSG_BUF_LIMIT = 8 KiB, p3 above). p2 bandwidth is measured on a second mesh whose \
@@ -795,7 +1004,11 @@ fn write_report(out: &Path, res: &Results, sz: &Sizes, level: Level, elapsed: f6
                 x_scale: Scale::Linear,
                 y_scale: Scale::Log10,
                 y_from_zero: false,
-                series: res.small.iter().map(|c| c.series(c.name == MEMCPY)).collect(),
+                series: res
+                    .small
+                    .iter()
+                    .map(|c| c.series(c.name == MEMCPY))
+                    .collect(),
             },
         ),
         (
@@ -807,7 +1020,11 @@ fn write_report(out: &Path, res: &Results, sz: &Sizes, level: Level, elapsed: f6
                 x_scale: Scale::Log2Size,
                 y_scale: Scale::Log10,
                 y_from_zero: false,
-                series: res.medium.iter().map(|c| c.series(c.name == MEMCPY)).collect(),
+                series: res
+                    .medium
+                    .iter()
+                    .map(|c| c.series(c.name == MEMCPY))
+                    .collect(),
             },
         ),
         (
@@ -855,6 +1072,14 @@ fn write_report(out: &Path, res: &Results, sz: &Sizes, level: Level, elapsed: f6
     Ok(h)
 }
 
+pub fn level_name(level: Level) -> &'static str {
+    match level {
+        Level::Full => "full",
+        Level::Quick => "quick",
+        Level::Tiny => "tiny (test)",
+    }
+}
+
 fn uname() -> String {
     let u = nix::sys::utsname::uname();
     match u {
@@ -869,7 +1094,8 @@ fn uname() -> String {
 }
 
 pub fn which(prog: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
 }
 
 /// `svm-bench deck`. Returns Ok(true) when every measurement ran and verified.
@@ -879,7 +1105,10 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let base = util::fresh_key(0);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let coord = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+    let coord = listener
+        .local_addr()
+        .map_err(|e| e.to_string())?
+        .to_string();
     let exe: PathBuf = std::env::current_exe().map_err(|e| e.to_string())?;
     let child = Command::new(exe)
         .arg("deck-peer")
@@ -899,7 +1128,11 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
         verified: 0,
         failures: Vec::new(),
     };
-    eprintln!("deck: peer started (pid {}); {} mode", guard.0.id(), if level == Level::Full { "full" } else { "quick" });
+    eprintln!(
+        "deck: peer started (pid {}); {} mode",
+        guard.0.id(),
+        level_name(level)
+    );
     if let Err(e) = run_phases(&mut res, &sz, &base, listener) {
         eprintln!("deck: FAILED: {e}");
         res.failures.push(e);
@@ -914,7 +1147,8 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
             }
             Ok(Some(_)) => break,
             Ok(None) if Instant::now() > deadline => {
-                res.failures.push("the peer did not exit after the last phase".into());
+                res.failures
+                    .push("the peer did not exit after the last phase".into());
                 break;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),

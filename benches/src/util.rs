@@ -84,7 +84,13 @@ pub fn run_with_deadline(mut cmd: Command, deadline: Duration) -> Run {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    for v in ["SVM_RANK", "SVM_SIZE", "SVM_COORD", "SVM_COORD_FD", "SVM_JOB_KEY"] {
+    for v in [
+        "SVM_RANK",
+        "SVM_SIZE",
+        "SVM_COORD",
+        "SVM_COORD_FD",
+        "SVM_JOB_KEY",
+    ] {
         cmd.env_remove(v);
     }
     let mut child = match cmd.spawn() {

@@ -35,7 +35,11 @@ pub fn read_array<T: Copy>(p: *const T, len: usize) -> Option<Vec<T>> {
         return None;
     }
     // SAFETY: the C caller guarantees `len` readable elements at `p`.
-    Some((0..len).map(|i| unsafe { p.add(i).read_unaligned() }).collect())
+    Some(
+        (0..len)
+            .map(|i| unsafe { p.add(i).read_unaligned() })
+            .collect(),
+    )
 }
 
 /// Writes `src` into a C array with room for `src.len()` elements. False for NULL.
@@ -113,11 +117,15 @@ pub fn malloc_array<T: Copy>(v: &[T]) -> *mut T {
 /// Rewrites the program's `argc`/`argv` to `argv[0]` followed by `keep` (indices into the
 /// current argv), terminated by NULL. The pointers stay those of the program.
 pub fn rewrite_args(argc: *mut i32, argv: *mut *mut *mut c_char, keep: &[usize]) -> bool {
-    let (Some(n), Some(arr)) = (get(argc), get(argv)) else { return false };
+    let (Some(n), Some(arr)) = (get(argc), get(argv)) else {
+        return false;
+    };
     if arr.is_null() || n < 1 {
         return false;
     }
-    let Some(old) = read_array(arr as *const *mut c_char, n as usize) else { return false };
+    let Some(old) = read_array(arr as *const *mut c_char, n as usize) else {
+        return false;
+    };
     let mut new = vec![old[0]];
     new.extend(keep.iter().filter_map(|&i| old.get(i).copied()));
     let count = new.len();
@@ -129,7 +137,9 @@ pub fn rewrite_args(argc: *mut i32, argv: *mut *mut *mut c_char, keep: &[usize])
 
 /// The program's arguments (argv[0..argc]) as strings.
 pub fn args(argc: *mut i32, argv: *mut *mut *mut c_char) -> Vec<String> {
-    let (Some(n), Some(arr)) = (get(argc), get(argv)) else { return Vec::new() };
+    let (Some(n), Some(arr)) = (get(argc), get(argv)) else {
+        return Vec::new();
+    };
     if arr.is_null() || n < 1 {
         return Vec::new();
     }
@@ -147,7 +157,11 @@ pub fn redirect_fd(fd: i32, path: &str, read: bool) -> std::io::Result<()> {
     let f = if read {
         std::fs::File::open(path)?
     } else {
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)?
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?
     };
     // SAFETY: dup2 on two valid descriptors: `f` is open, `fd` is a standard stream number.
     if unsafe { libc::dup2(f.as_raw_fd(), fd) } < 0 {

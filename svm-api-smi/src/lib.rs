@@ -51,7 +51,7 @@ pub(crate) const K_FLUSH: u64 = 7;
 pub(crate) const K_TURN: u64 = 8;
 
 /// Message tags (user messages of the runtime), "SMI" in the high bits.
-pub(crate) const TAG_BASE: u64 = 0x534d_49 << 40;
+pub(crate) const TAG_BASE: u64 = 0x0053_4d49 << 40;
 pub(crate) const TAG_SIGNAL: u64 = TAG_BASE + 1;
 pub(crate) const TAG_MSG: u64 = TAG_BASE + 2;
 pub(crate) const TAG_CB: u64 = TAG_BASE + 3;
@@ -75,7 +75,6 @@ pub(crate) struct Smi {
     pub st: Mutex<State>,
     pub stop: AtomicBool,
     pub finalized: AtomicBool,
-    pub debug: AtomicI32,
     /// Set while this process is inside a serialized replication phase (see repl.rs).
     pub in_replication: AtomicBool,
     service: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -97,7 +96,6 @@ pub(crate) struct State {
     pub isend: HashSet<usize>,
     pub pt2pt_seq: HashMap<(usize, usize), u64>,
     pub signal_threads: HashMap<usize, std::thread::JoinHandle<()>>,
-    pub timer: Option<Instant>,
 }
 
 static SMI: OnceLock<Smi> = OnceLock::new();
@@ -186,7 +184,11 @@ impl Smi {
                 return Ok(v);
             }
             if Instant::now() >= deadline {
-                eprintln!("smi[{}]: timed out after {:?} (SVM_TIMEOUT) waiting for {what}", self.me, timeout());
+                eprintln!(
+                    "smi[{}]: timed out after {:?} (SVM_TIMEOUT) waiting for {what}",
+                    self.me,
+                    timeout()
+                );
                 return Err(SMI_ERR_OTHER);
             }
             std::thread::sleep(pause);
@@ -286,7 +288,10 @@ pub(crate) fn parse_classic(args: &[String]) -> Option<Classic> {
     if dd != 1 && !args.get(1).is_some_and(|a| a.starts_with('-')) {
         return None;
     }
-    let mut c = Classic { user_from: dd + 1, ..Default::default() };
+    let mut c = Classic {
+        user_from: dd + 1,
+        ..Default::default()
+    };
     let mut i = 1;
     while i < dd {
         let val = args.get(i + 1).filter(|_| i + 1 < dd).cloned();
@@ -311,19 +316,29 @@ const CLASSIC_PORT: u16 = 27_182;
 
 /// Maps the classic arguments onto svm's bootstrap variables when no launcher set them.
 fn classic_env(c: &Classic) {
-    let launched = ["SVM_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE"].iter().any(|v| std::env::var_os(v).is_some());
+    let launched = ["SVM_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
     if launched {
         return;
     }
-    let (Some(rank), Some(size)) = (c.rank, c.size) else { return };
+    let (Some(rank), Some(size)) = (c.rank, c.size) else {
+        return;
+    };
     std::env::set_var("SVM_RANK", rank.to_string());
     std::env::set_var("SVM_SIZE", size.to_string());
     if std::env::var_os("SVM_COORD").is_none() {
         let host = c.host.clone().unwrap_or_else(|| "127.0.0.1".into());
-        std::env::set_var("SVM_COORD", format!("{host}:{}", c.port.unwrap_or(CLASSIC_PORT)));
+        std::env::set_var(
+            "SVM_COORD",
+            format!("{host}:{}", c.port.unwrap_or(CLASSIC_PORT)),
+        );
     }
     if std::env::var_os("SVM_JOB_KEY").is_none() {
-        std::env::set_var("SVM_JOB_KEY", key_from_magic(c.magic.as_deref().unwrap_or("smi")));
+        std::env::set_var(
+            "SVM_JOB_KEY",
+            key_from_magic(c.magic.as_deref().unwrap_or("smi")),
+        );
     }
 }
 
@@ -363,13 +378,19 @@ fn start(argc: *mut c_int, argv: *mut *mut *mut c_char) -> Res {
     }
     let svm = sv(api::init_with(svm_protocols::by_name))?;
     let (me, n, page) = (api::node_id(), api::nodes(), api::page_size());
-    let proto = std::env::var("SVM_PROTOCOL").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "sc-mw".into());
+    let proto = std::env::var("SVM_PROTOCOL")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "sc-mw".into());
     let alloc = |words: usize, home: Home| sv(api::alloc_collective_in::<u64>(words, home, &proto));
     let mut dir = Vec::with_capacity(n);
     for p in 0..n {
         dir.push(alloc(DIR_ENTRIES * DIR_WORDS, Home::Node(p as u16))?);
     }
-    let xchg = alloc(n * page / 8, Home::Runs((0..n).map(|p| (p as u16, 1)).collect()))?;
+    let xchg = alloc(
+        n * page / 8,
+        Home::Runs((0..n).map(|p| (p as u16, 1)).collect()),
+    )?;
     let mut nodemem = Vec::with_capacity(n);
     for p in 0..n {
         nodemem.push(alloc(NODEMEM_BYTES / 8, Home::Node(p as u16))?.addr());
@@ -384,20 +405,28 @@ fn start(argc: *mut c_int, argv: *mut *mut *mut c_char) -> Res {
         xchg,
         nodemem,
         pids: Vec::new(),
-        st: Mutex::new(State { next_region: 1, barriers: vec![true], ..Default::default() }),
+        st: Mutex::new(State {
+            next_region: 1,
+            barriers: vec![true],
+            ..Default::default()
+        }),
         stop: AtomicBool::new(false),
         finalized: AtomicBool::new(false),
-        debug: AtomicI32::new(0),
         in_replication: AtomicBool::new(false),
         service: Mutex::new(None),
     };
     let pids = s.allgather(&[std::process::id() as u64])?;
-    let s = Smi { pids: pids.iter().map(|v| v[0] as i32).collect(), ..s };
+    let s = Smi {
+        pids: pids.iter().map(|v| v[0] as i32).collect(),
+        ..s
+    };
     if SMI.set(s).is_err() {
         return Err(SMI_ERR_OTHER);
     }
     let s = smi()?;
-    let h = std::thread::Builder::new().name("smi-service".into()).spawn(region::service_loop);
+    let h = std::thread::Builder::new()
+        .name("smi-service".into())
+        .spawn(region::service_loop);
     match h {
         Ok(h) => *s.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(h),
         Err(e) => {
@@ -538,7 +567,8 @@ pub extern "C" fn SMI_Get_node_name(name: *mut c_char, len: *mut usize) -> c_int
     entry("SMI_Get_node_name", || {
         smi()?;
         let cap = ffi::get(len as *const usize).ok_or(SMI_ERR_PARAM)?;
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_else(|_| "localhost".into());
         let host = host.trim();
         if cap == 0 {
             return Err(SMI_ERR_PARAM);
@@ -574,7 +604,7 @@ mod tests {
         assert_eq!(c.host.as_deref(), Some("node0"));
         assert_eq!(c.magic.as_deref(), Some("1234"));
         assert_eq!(c.port, Some(4000));
-        assert_eq!(c.user_from, 12);
+        assert_eq!(c.user_from, 13);
         assert_eq!(parse_classic(&v("prog -- x")).unwrap().user_from, 2);
     }
 

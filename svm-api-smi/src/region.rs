@@ -7,7 +7,7 @@ use std::time::Duration;
 use svm_core::api::{self, Home};
 
 use crate::consts::*;
-use crate::{entry, ffi, out, smi, sv, Res, Smi, K_DIR, TAG_CB};
+use crate::{entry, ffi, out, smi, sv, Res, Smi, K_DIR, TAG_CB, TAG_HB};
 
 pub(crate) type Callback = extern "C" fn(c_int, c_int) -> c_int;
 
@@ -91,10 +91,6 @@ impl Region {
     pub fn contains(&self, a: usize, len: usize) -> bool {
         a >= self.addr && a.saturating_add(len) <= self.addr + self.size
     }
-    /// The home rank of byte `off` of the region.
-    pub fn home_of(&self, a: usize) -> usize {
-        self.segs.iter().find(|(s, l, _)| a >= *s && a < s + l).map(|x| x.2).unwrap_or(self.owner)
-    }
 }
 
 fn page_round(s: &Smi, bytes: usize) -> usize {
@@ -134,7 +130,7 @@ fn dir_lock(s: &Smi, owner: usize) -> u64 {
 /// Publishes (key → addr, size) in this process's directory.
 fn publish(s: &Smi, key: u64, addr: usize, size: usize) -> Res {
     let d = s.dir[s.me];
-    let r = s.locked(dir_lock(s, s.me), || {
+    s.locked(dir_lock(s, s.me), || {
         let mut free = None;
         for e in 0..crate::DIR_ENTRIES {
             let live = d.get(e * crate::DIR_WORDS + 3);
@@ -148,8 +144,7 @@ fn publish(s: &Smi, key: u64, addr: usize, size: usize) -> Res {
         let e = free.ok_or(SMI_ERR_NOMEM)? * crate::DIR_WORDS;
         d.write_from(e, &[key, addr as u64, size as u64, 1]);
         Ok(())
-    })?;
-    r
+    })?
 }
 
 fn unpublish(s: &Smi, key: u64) -> Res {
@@ -167,17 +162,29 @@ fn unpublish(s: &Smi, key: u64) -> Res {
 /// Looks `key` up in `owner`'s directory, waiting until it is published.
 fn lookup(s: &Smi, owner: usize, key: u64) -> Res<(usize, usize)> {
     let d = s.dir[owner];
-    s.poll(&format!("process {owner} to export segment {:#x}", key & 0xffff_ffff), || {
-        s.locked(dir_lock(s, owner), || {
-            (0..crate::DIR_ENTRIES).find_map(|e| {
-                let w = e * crate::DIR_WORDS;
-                (d.get(w + 3) != 0 && d.get(w) == key).then(|| (d.get(w + 1) as usize, d.get(w + 2) as usize))
+    s.poll(
+        &format!("process {owner} to export segment {:#x}", key & 0xffff_ffff),
+        || {
+            s.locked(dir_lock(s, owner), || {
+                (0..crate::DIR_ENTRIES).find_map(|e| {
+                    let w = e * crate::DIR_WORDS;
+                    (d.get(w + 3) != 0 && d.get(w) == key)
+                        .then(|| (d.get(w + 1) as usize, d.get(w + 2) as usize))
+                })
             })
-        })
-    })
+        },
+    )
 }
 
-fn new_region(s: &Smi, ty: c_int, flags: c_int, addr: usize, size: usize, owner: usize, origin: Origin) -> Region {
+fn new_region(
+    s: &Smi,
+    ty: c_int,
+    flags: c_int,
+    addr: usize,
+    size: usize,
+    owner: usize,
+    origin: Origin,
+) -> Region {
     let mut st = s.st();
     let id = st.next_region;
     st.next_region += 1;
@@ -226,7 +233,10 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
     let flags = region_type & !SHM_TYPE_MASK;
     if flags & SHM_REGISTER != 0 {
         // Exporting private memory of the program would need that memory inside the DSM window.
-        eprintln!("smi[{}]: SMI_SHM_REGISTER is not supported (docs/smi.md)", s.me);
+        eprintln!(
+            "smi[{}]: SMI_SHM_REGISTER is not supported (docs/smi.md)",
+            s.me
+        );
         return Err(SMI_ERR_NOTIMPL);
     }
     let owner_ok = |o: c_int| crate::check_rank(s, o);
@@ -248,7 +258,8 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
             s.barrier()?;
             let pages = (size / s.page) as u64;
             let (home, segs, total) = if ty == SHM_BLOCKED {
-                let runs: Vec<(usize, u64)> = blocked_runs(pages, s.n).into_iter().enumerate().collect();
+                let runs: Vec<(usize, u64)> =
+                    blocked_runs(pages, s.n).into_iter().enumerate().collect();
                 let total: u64 = runs.iter().map(|r| r.1).sum();
                 (runs_home(&runs), Some(runs), total)
             } else {
@@ -258,7 +269,9 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
             let mut r = new_region(s, ty, flags, m.addr(), size, 0, Origin::Collective);
             r.segs = match segs {
                 Some(runs) => segs_of(s, m.addr(), &runs),
-                None => (0..pages as usize).map(|i| (m.addr() + i * s.page, s.page, i % s.n)).collect(),
+                None => (0..pages as usize)
+                    .map(|i| (m.addr() + i * s.page, s.page, i % s.n))
+                    .collect(),
             };
             r.connected = !delayed;
             r
@@ -280,7 +293,15 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
             }
             s.barrier()?;
             let m = s.alloc_region(total as usize * s.page, runs_home(&runs))?;
-            let mut r = new_region(s, ty, flags, m.addr(), total as usize * s.page, runs[0].0, Origin::Collective);
+            let mut r = new_region(
+                s,
+                ty,
+                flags,
+                m.addr(),
+                total as usize * s.page,
+                runs[0].0,
+                Origin::Collective,
+            );
             r.segs = segs_of(s, m.addr(), &runs);
             r.connected = !delayed;
             r
@@ -303,7 +324,11 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
         SHM_LOCAL => {
             let m = sv(api::alloc_local::<u8>(size))?;
             let mut r = new_region(s, ty, flags, m.addr(), size, s.me, Origin::Local);
-            r.sgmt_id = if info.sgmt_id > 0 { info.sgmt_id } else { 0x4000_0000 + r.id };
+            r.sgmt_id = if info.sgmt_id > 0 {
+                info.sgmt_id
+            } else {
+                0x4000_0000 + r.id
+            };
             if flags & SHM_PRIVATE == 0 {
                 let key = key_local(r.sgmt_id);
                 if let Err(e) = publish(s, key, r.addr, size) {
@@ -371,7 +396,11 @@ fn connect(s: &Smi, r: &mut Region, want: usize) -> Res {
             return Err(SMI_ERR_PARAM);
         }
         let avail = len - r.offset;
-        let size = if want == 0 { avail } else { page_round(s, want).min(avail) };
+        let size = if want == 0 {
+            avail
+        } else {
+            page_round(s, want).min(avail)
+        };
         r.addr = a + r.offset;
         r.size = size;
         r.segs = vec![(r.addr, size, owner)];
@@ -397,7 +426,12 @@ fn region_out(r: &Region, address: *mut c_void) -> Res {
 }
 
 #[no_mangle]
-pub extern "C" fn SMI_Create_shreg(region_type: c_int, info: *mut RegionInfo, id: *mut c_int, address: *mut c_void) -> c_int {
+pub extern "C" fn SMI_Create_shreg(
+    region_type: c_int,
+    info: *mut RegionInfo,
+    id: *mut c_int,
+    address: *mut c_void,
+) -> c_int {
     entry("SMI_Create_shreg", || {
         let s = smi()?;
         let info = ffi::get(info as *const RegionInfo).ok_or(SMI_ERR_PARAM)?;
@@ -416,7 +450,15 @@ fn init_reginfo(info: *mut RegionInfo, v: RegionInfo) -> c_int {
     entry("SMI_Init_reginfo", || out(info, v))
 }
 
-fn reginfo(size: usize, offset: usize, owner: c_int, loc: c_int, rmt: c_int, sgmt: c_int, cb: Option<Callback>) -> RegionInfo {
+fn reginfo(
+    size: usize,
+    offset: usize,
+    owner: c_int,
+    loc: c_int,
+    rmt: c_int,
+    sgmt: c_int,
+    cb: Option<Callback>,
+) -> RegionInfo {
     RegionInfo {
         size,
         owner,
@@ -445,21 +487,35 @@ pub extern "C" fn SMI_Init_reginfo_full(
     sgmt_id: c_int,
     cb: Option<Callback>,
 ) -> c_int {
-    init_reginfo(info, reginfo(size, offset, owner, loc_adpt, rmt_adpt, sgmt_id, cb))
+    init_reginfo(
+        info,
+        reginfo(size, offset, owner, loc_adpt, rmt_adpt, sgmt_id, cb),
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn SMI_Init_reginfo_short(info: *mut RegionInfo, size: c_int, owner: c_int) -> c_int {
+pub extern "C" fn SMI_Init_reginfo_short(
+    info: *mut RegionInfo,
+    size: c_int,
+    owner: c_int,
+) -> c_int {
     if size < 0 {
         return SMI_ERR_PARAM;
     }
-    init_reginfo(info, reginfo(size as usize, 0, owner, ADPT_DEFAULT, ADPT_DEFAULT, 0, None))
+    init_reginfo(
+        info,
+        reginfo(size as usize, 0, owner, ADPT_DEFAULT, ADPT_DEFAULT, 0, None),
+    )
 }
 
 /// Runs `f` on region `id` of this process.
 pub(crate) fn with_region<T>(s: &Smi, id: c_int, f: impl FnOnce(&mut Region) -> Res<T>) -> Res<T> {
     let mut st = s.st();
-    let r = st.regions.iter_mut().find(|r| r.id == id).ok_or(SMI_ERR_PARAM)?;
+    let r = st
+        .regions
+        .iter_mut()
+        .find(|r| r.id == id)
+        .ok_or(SMI_ERR_PARAM)?;
     f(r)
 }
 
@@ -470,10 +526,18 @@ pub extern "C" fn SMI_Connect_shreg(id: c_int, address: *mut c_void) -> c_int {
         // Take the region out while connecting (the lookup may wait).
         let mut r = {
             let mut st = s.st();
-            let i = st.regions.iter().position(|r| r.id == id).ok_or(SMI_ERR_PARAM)?;
+            let i = st
+                .regions
+                .iter()
+                .position(|r| r.id == id)
+                .ok_or(SMI_ERR_PARAM)?;
             st.regions.remove(i)
         };
-        let res = if r.connected { Ok(()) } else { connect(s, &mut r, 0) };
+        let res = if r.connected {
+            Ok(())
+        } else {
+            connect(s, &mut r, 0)
+        };
         let res = res.and_then(|_| region_out(&r, address));
         s.st().regions.push(r);
         res
@@ -501,7 +565,10 @@ fn release_region(s: &Smi, r: Region) -> Res {
         }
         Origin::Imported => {
             if let (Some((owner, key)), true) = (r.import, r.connected) {
-                let msg = [CB_REASON_DISCONNECT as u8, 0, 0, 0].into_iter().chain((key as u32).to_le_bytes()).collect::<Vec<u8>>();
+                let msg = [CB_REASON_DISCONNECT as u8, 0, 0, 0]
+                    .into_iter()
+                    .chain((key as u32).to_le_bytes())
+                    .collect::<Vec<u8>>();
                 sv(api::send_message(owner, TAG_CB, &msg))?;
             }
         }
@@ -515,7 +582,11 @@ pub extern "C" fn SMI_Free_shreg(id: c_int) -> c_int {
         let s = smi()?;
         let r = {
             let mut st = s.st();
-            let i = st.regions.iter().position(|r| r.id == id).ok_or(SMI_ERR_PARAM)?;
+            let i = st
+                .regions
+                .iter()
+                .position(|r| r.id == id)
+                .ok_or(SMI_ERR_PARAM)?;
             st.regions.remove(i)
         };
         let collective = r.origin == Origin::Collective;
@@ -605,12 +676,27 @@ pub extern "C" fn SMI_Region_layout(id: c_int, r: *mut *mut RLayout) -> c_int {
         let seg_machine = ffi::malloc_array(&segs.iter().map(|x| x.2 as c_int).collect::<Vec<_>>());
         let l = ffi::malloc(std::mem::size_of::<RLayout>()) as *mut RLayout;
         if l.is_null() || seg_size.is_null() || seg_adr.is_null() || seg_machine.is_null() {
-            for p in [l as *mut c_void, seg_size as _, seg_adr as _, seg_machine as _] {
+            for p in [
+                l as *mut c_void,
+                seg_size as _,
+                seg_adr as _,
+                seg_machine as _,
+            ] {
                 ffi::free(p);
             }
             return Err(SMI_ERR_NOMEM);
         }
-        ffi::put(l, RLayout { nsegments: segs.len(), size, adr: adr as *mut u8, seg_size, seg_adr, seg_machine });
+        ffi::put(
+            l,
+            RLayout {
+                nsegments: segs.len(),
+                size,
+                adr: adr as *mut u8,
+                seg_size,
+                seg_adr,
+                seg_machine,
+            },
+        );
         out(r, l)
     })
 }
@@ -620,7 +706,13 @@ pub extern "C" fn SMI_Get_region_locator(id: c_int, loc: *mut Locator) -> c_int 
     entry("SMI_Get_region_locator", || {
         let s = smi()?;
         let (owner, sg) = with_region(s, id, |r| Ok((r.owner, r.sgmt_id)))?;
-        out(loc, Locator { sci_id: owner as c_int, segment_id: sg })
+        out(
+            loc,
+            Locator {
+                sci_id: owner as c_int,
+                segment_id: sg,
+            },
+        )
     })
 }
 
@@ -653,8 +745,15 @@ pub extern "C" fn print_region() {
 pub(crate) fn service_loop() {
     let Ok(s) = smi() else { return };
     while !s.stop.load(Ordering::Acquire) {
-        let m = api::recv_message(|m| m.tag == TAG_CB, Some(Duration::from_millis(100)));
+        let m = api::recv_message(
+            |m| m.tag == TAG_CB || m.tag == TAG_HB,
+            Some(Duration::from_millis(100)),
+        );
         let Ok(Some(m)) = m else { continue };
+        if m.tag == TAG_HB {
+            crate::misc::heartbeat(m.from as usize, m.data.first() == Some(&1));
+            continue;
+        }
         if m.data.len() < 8 {
             continue;
         }
@@ -667,7 +766,8 @@ pub(crate) fn service_loop() {
             let mut st = s.st();
             let r = st.regions.iter_mut().find(|r| {
                 if to_importer {
-                    r.import.is_some_and(|(o, k)| o == from && (k as u32 as u64) == key32)
+                    r.import
+                        .is_some_and(|(o, k)| o == from && (k as u32 as u64) == key32)
                 } else {
                     r.export.is_some_and(|k| (k as u32 as u64) == key32)
                 }
@@ -682,18 +782,31 @@ pub(crate) fn service_loop() {
                 } else {
                     r.connected = false;
                 }
-                (r.id, if r.flags & SHM_CALLBACK != 0 { r.cb } else { None })
+                (
+                    r.id,
+                    if r.flags & SHM_CALLBACK != 0 {
+                        r.cb
+                    } else {
+                        None
+                    },
+                )
             })
         };
         let Some((id, Some(cb))) = hit else { continue };
         let action = cb(id, reason);
         if action & CB_ACTION_TERMINATE != 0 {
-            crate::sys_abort(1, &format!("process {} ended the job from a region callback", s.me));
+            api::abort_job(
+                1,
+                &format!("process {} ended the job from a region callback", s.me),
+            );
         }
         if action & CB_ACTION_FREEREG != 0 {
             let r = {
                 let mut st = s.st();
-                st.regions.iter().position(|r| r.id == id).map(|i| st.regions.remove(i))
+                st.regions
+                    .iter()
+                    .position(|r| r.id == id)
+                    .map(|i| st.regions.remove(i))
             };
             if let Some(r) = r {
                 if r.origin != Origin::Collective {

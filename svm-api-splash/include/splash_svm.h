@@ -29,7 +29,7 @@ int svm_splash_main(int argc, char **argv, int (*real_main)(int, char **),
 void svm_splash_initenv(void);
 
 /* MAIN_END: flushes stdio on every node, stops the workers, ends the job with status 0. */
-void svm_splash_main_end(void);
+void svm_splash_main_end(void) __attribute__((noreturn));
 
 /* CLOCK(var): microseconds since the master started, one time base for the whole job. */
 unsigned long svm_splash_clock(void);
@@ -46,7 +46,9 @@ void svm_splash_free(void *ptr);
 void svm_splash_create(void (*fn)(void));
 /* CREATE(fn, n): n-1 workers run fn, then the caller runs fn itself. */
 void svm_splash_create_n(void (*fn)(void), long n);
-/* WAIT_FOR_END(n): waits until n dispatched workers have returned (an acquire). */
+/* Waits until n more dispatched workers have returned (an acquire). WAIT_FOR_END(n) passes
+ * the number of workers CREATE dispatched on the calling thread since the last wait (the
+ * macros count them): CREATE(fn, P) dispatches P-1 and runs fn on the caller itself. */
 void svm_splash_wait_for_end(long n);
 
 /* Locks: LOCKINIT returns a fresh job-wide id; ALOCKINIT(a, n) returns the first of n ids. */

@@ -34,6 +34,8 @@ pub trait Link: Send + Sync {
     fn kind(&self) -> &'static str;
     /// Shuts the connection down (both directions) so the peer sees EOF.
     fn close(&self);
+    /// Stops sending (the peer sees EOF after everything sent so far) but keeps receiving.
+    fn finish_sending(&self) {}
 }
 
 /// Reassembles frames from a byte stream.

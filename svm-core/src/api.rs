@@ -132,6 +132,9 @@ pub struct InitOptions {
     /// sees, fetched page by page on first touch. Rounded outwards to whole pages, which must
     /// all be writable private memory of the program.
     pub statics: Vec<(usize, usize)>,
+    /// Protocol of the default region when `SVM_PROTOCOL` is not set (a personality's
+    /// default: SPLASH `sc-sw`, SMI `sc-mw`, CVM `scope`).
+    pub default_protocol: Option<String>,
 }
 
 /// Joins the job described by the environment (`svmrun`, Slurm, Open MPI, or a single node
@@ -174,7 +177,10 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     if RUNTIME.get().is_some() {
         return Err(SvmError::AlreadyInitialized);
     }
-    let cfg = Config::from_env()?;
+    let mut cfg = Config::from_env()?;
+    if let (false, Some(p)) = (cfg.protocol_given, &opts.default_protocol) {
+        cfg.protocol = p.clone();
+    }
     let boot = Bootstrap::from_env()?;
     let me = boot.rank;
     if boot.launcher == Launcher::Svmrun {

@@ -22,6 +22,8 @@ pub enum StatsMode {
 pub struct Config {
     /// `SVM_PROTOCOL`: protocol of the default region (`sc-sw`).
     pub protocol: String,
+    /// Whether `SVM_PROTOCOL` was given (a personality's own default applies otherwise).
+    pub protocol_given: bool,
     /// `SVM_FAULT`: `uffd` or `segv`; default uffd where the kernel allows, otherwise segv.
     pub fault: Option<FaultKind>,
     /// `SVM_TRANSPORT`: `tcp` (default), `deck`, `auto`.
@@ -83,6 +85,7 @@ impl Config {
     }
 
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let protocol_given = get("SVM_PROTOCOL").is_some();
         let protocol = get("SVM_PROTOCOL").unwrap_or_else(|| "sc-sw".into());
         if !PROTOCOLS.contains(&protocol.as_str()) {
             let why = format!("unknown protocol (supported: {})", PROTOCOLS.join(", "));
@@ -144,6 +147,7 @@ impl Config {
         };
         Ok(Config {
             protocol,
+            protocol_given,
             fault,
             transport,
             timeout,

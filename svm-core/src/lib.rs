@@ -9,6 +9,7 @@ pub mod page_table;
 pub mod protocol;
 pub mod space;
 pub mod sync;
+pub mod workers;
 pub mod sys;
 
 pub use svm_comm::wire::{Access, NodeId, PageId};

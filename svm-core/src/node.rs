@@ -40,6 +40,10 @@ use crate::{Access, NodeId, PageId};
 pub const GLOBAL_BARRIER: u64 = u64::MAX;
 const TOKEN_FAULTS: u64 = u64::MAX;
 const TOKEN_WAKE: u64 = u64::MAX - 1;
+const NOT_ENDING: i32 = i32::MIN;
+/// The status this process is ending the job with, once it started doing so on purpose.
+static ENDING_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(NOT_ENDING);
+
 /// Exit status of a node that fails the job (lost peer, deadline, protocol error).
 pub const EXIT_FAILURE: i32 = 70;
 
@@ -280,6 +284,12 @@ impl Node {
     /// Ends this node with a diagnostic. Tells the peers why (best effort) so that their own
     /// messages name the cause.
     fn fatal(&self, st: Option<&EngineState>, why: &str) -> ! {
+        // This node is already ending the job on purpose (exit(status) in a personality): the
+        // failures that follow (peers vanishing as they obey) must not replace its status.
+        let ending = ENDING_CODE.load(Ordering::Acquire);
+        if ending != NOT_ENDING {
+            crate::sys::exit_now(ending);
+        }
         let mut msg = format!("svm: node {}: {why}", self.me);
         if let Some(st) = st {
             msg.push_str(&self.describe_waits(st));
@@ -290,11 +300,28 @@ impl Node {
 
     /// Tells every peer to end with `code` (best effort) and ends this process with it.
     pub fn end_job(&self, code: i32, why: &str) -> ! {
+        let _ = ENDING_CODE.compare_exchange(NOT_ENDING, code, Ordering::AcqRel, Ordering::Acquire);
         let abort = Msg::Abort { reason: format!("node {}: {why}", self.me), code };
         if let Ok(frame) = wire::encode(&abort, self.me, 0, &[]) {
             for l in self.links.iter().flatten() {
-                let _ = l.send(&[&frame]);
+                if l.send(&[&frame]).is_ok() {
+                    l.finish_sending();
+                }
             }
+        }
+        // Exiting with unread data in a socket makes the kernel reset the connection, and a
+        // reset can destroy the Abort the peer has not read yet. So read (and drop) what
+        // arrives until every peer has closed — they exit on the Abort — or a short deadline.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let mut open: Vec<usize> = (0..self.links.len()).filter(|i| self.links[*i].is_some()).collect();
+        let mut buf = RecvBuf::new();
+        while !open.is_empty() && Instant::now() < deadline {
+            open.retain(|&i| match self.links[i].as_ref().map(|l| l.recv_available(&mut buf)) {
+                Some(Ok(true)) => true,
+                _ => false,
+            });
+            buf = RecvBuf::new();
+            std::thread::sleep(Duration::from_millis(2));
         }
         crate::sys::exit_now(code)
     }
@@ -1096,6 +1123,26 @@ impl Node {
     }
 
     fn lost(&self, st: &EngineState, peer: NodeId, why: &str) -> ! {
+        // A node that ends the job on purpose (exit(status) in a personality) tells everyone
+        // with an Abort carrying its status, but its connection may close here before that
+        // Abort travels through another node. Wait a moment, reading only Aborts, so the job's
+        // status is the one its program chose rather than this node's failure.
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let mut bufs: Vec<RecvBuf> = (0..self.nodes).map(|_| RecvBuf::new()).collect();
+        while Instant::now() < deadline {
+            for (i, l) in self.links.iter().enumerate() {
+                let Some(l) = l else { continue };
+                if i == peer as usize || l.recv_available(&mut bufs[i]).is_err() {
+                    continue;
+                }
+                while let Ok(Some(frame)) = bufs[i].next_frame() {
+                    if let Ok(wire::Frame { msg: Msg::Abort { code, .. }, .. }) = wire::decode(frame) {
+                        crate::sys::exit_now(code);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         self.fatal(Some(st), &format!("lost node {peer} ({why}); it died or its connection broke"))
     }
 }

@@ -83,17 +83,29 @@ pub struct Cli {
     #[arg(long)]
     pub no_prefix: bool,
 
-    /// Program every node runs (looked up in PATH when it has no '/')
-    #[arg(value_name = "PROGRAM", required = true)]
-    pub program: OsString,
-
-    /// Arguments passed to PROGRAM untouched
+    /// PROGRAM every node runs (looked up in PATH when it has no '/'), then its ARGS, passed
+    /// untouched: everything after PROGRAM belongs to the program, even words that look like
+    /// svmrun's own flags (`svmrun -n 4 ./LU -n 512`).
     #[arg(
-        value_name = "ARGS",
+        value_name = "PROGRAM [ARGS]",
+        required = true,
+        num_args = 1..,
         trailing_var_arg = true,
         allow_hyphen_values = true
     )]
-    pub args: Vec<OsString>,
+    pub command: Vec<OsString>,
+}
+
+impl Cli {
+    /// The program every node runs.
+    pub fn program(&self) -> &OsString {
+        &self.command[0]
+    }
+
+    /// The program's arguments.
+    pub fn args(&self) -> &[OsString] {
+        &self.command[1..]
+    }
 }
 
 /// `--protocol` values.
@@ -193,6 +205,13 @@ mod tests {
     }
 
     #[test]
+    fn program_options_that_look_like_svmrun_flags_stay_with_the_program() {
+        let cli = parse(&["-n", "4", "./LU", "-n", "512", "-p4"]).unwrap();
+        assert_eq!(cli.program(), "./LU");
+        assert_eq!(cli.args(), ["-n", "512", "-p4"]);
+    }
+
+    #[test]
     fn definition_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
@@ -202,8 +221,8 @@ mod tests {
     fn program_arguments_are_untouched() {
         let cli = parse(&["-n", "2", "./prog", "--verify", "-x", "-n", "5", "--", "y"]).unwrap();
         assert_eq!(cli.nodes, 2);
-        assert_eq!(cli.program, "./prog");
-        assert_eq!(cli.args, ["--verify", "-x", "-n", "5", "--", "y"]);
+        assert_eq!(cli.program(), "./prog");
+        assert_eq!(cli.args(), ["--verify", "-x", "-n", "5", "--", "y"]);
     }
 
     #[test]

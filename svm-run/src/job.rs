@@ -194,7 +194,7 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
     let flag_env = cli.flag_env();
     let launcher_pid = std::process::id().to_string();
     let size = cli.nodes.to_string();
-    let program = cli.program.to_string_lossy().into_owned();
+    let program = cli.program().to_string_lossy().into_owned();
 
     let (tx, rx) = mpsc::channel::<Event>();
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(LaunchError::Signals)?;
@@ -232,8 +232,8 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
     let mut running = 0usize;
 
     for rank in 0..cli.nodes {
-        let mut cmd = Command::new(&cli.program);
-        cmd.args(&cli.args)
+        let mut cmd = Command::new(cli.program());
+        cmd.args(cli.args())
             .env("SVM_RANK", rank.to_string())
             .env("SVM_SIZE", &size)
             .env("SVM_LAUNCHER_PID", &launcher_pid)

@@ -1,16 +1,19 @@
-//! `falseshare [ROUNDS] [WORDS_PER_NODE]`: false sharing, the case the multiple-writer protocols
-//! exist for. Two collective arrays ("buffers") of `nodes × WORDS_PER_NODE` `u64` words each
-//! (default 512 words per node: 4 pages per buffer with 4 nodes), their pages homed cyclically.
-//! Node k owns the words `i` with `i % nodes == k`, so every page is written by every node.
+//! `falseshare [ROUNDS] [WORDS_PER_NODE] [PASSES]`: false sharing, the case the
+//! multiple-writer protocols exist for. Two collective arrays ("buffers") of
+//! `nodes × WORDS_PER_NODE` `u64` words each (default 512 words per node: 4 pages per buffer
+//! with 4 nodes), their pages homed cyclically. Node k owns the words `i` with
+//! `i % nodes == k`, so every page is written by every node.
 //!
-//! Round r (of ROUNDS, default 40) uses buffer `r % 2`: every node first checks that its right
-//! neighbour's words of the *other* buffer hold what the neighbour wrote there in round r-1
-//! (nobody writes that buffer in round r, so the program is data-race-free), then writes each of
-//! its own words of buffer `r % 2` once (value `r << 32 | i`), visiting the pages in turn
-//! (page 0, page 1, …, page 0, …) so that consecutive writes of one node hit different pages; a
-//! barrier ends the round. Under `sc-sw` a write may have to take the page away from another
-//! node (up to a page transfer per write); under `sc-mw` and `scope` a node twins each page once
-//! per round and sends one diff per page at the barrier.
+//! Round r (of ROUNDS, default 100) uses buffer `r % 2`: every node first checks that its right
+//! neighbour's words of the *other* buffer hold what the neighbour wrote there last in round
+//! r-1 (nobody writes that buffer in round r, so the program is data-race-free), then makes
+//! PASSES (default 8) passes over its own words of buffer `r % 2`, computing a little before
+//! each write (a few tens of nanoseconds of private work, so that the nodes' writes to a page
+//! interleave in time as in a real computation) and writing `seq << 32 | i` (`seq` counts the
+//! node's writes of the word). Each pass visits the pages in turn (page 0, page 1, …, page 0,
+//! …). A barrier ends the round. Under `sc-sw` a write may have to take the page away from
+//! another node (up to a page transfer per write); under `sc-mw` and `scope` a node twins each
+//! page once per round and sends one diff per page at the barrier.
 //!
 //! After the last round every node checks every word of both buffers (each must hold the value
 //! its writer wrote last). Rank 0 prints `OK time_s=<seconds of the rounds> rounds=<n>
@@ -20,7 +23,8 @@
 //! exit status is 1.
 //!
 //! ```text
-//! svmrun -n 4 --protocol sc-mw target/release/examples/falseshare 40 512
+//! svmrun -n 4 --protocol sc-mw target/release/examples/falseshare
+//! svmrun -n 4 --protocol sc-sw target/release/examples/falseshare 100 512 8
 //! ```
 
 use std::process::ExitCode;
@@ -28,9 +32,13 @@ use std::time::Instant;
 
 use svm::{Home, SharedSlice};
 
-const USAGE: &str = "usage: falseshare [ROUNDS] [WORDS_PER_NODE]    (every node writes its interleaved words of the same pages; default 40 rounds, 512 words per node)";
-const DEFAULT_ROUNDS: u64 = 40;
+const USAGE: &str = "usage: falseshare [ROUNDS] [WORDS_PER_NODE] [PASSES]    (every node writes its interleaved words of the same pages; default 100 rounds, 512 words per node, 8 passes per round)";
+const DEFAULT_ROUNDS: u64 = 100;
 const DEFAULT_WORDS: usize = 512;
+const DEFAULT_PASSES: u64 = 8;
+/// Xorshift steps of private work before each write (a few tens of nanoseconds): long enough
+/// that the nodes' writes to a page interleave in time, as in a real computation.
+const WORK: u32 = 32;
 const WORD: usize = std::mem::size_of::<u64>();
 
 type BoxError = Box<dyn std::error::Error>;
@@ -38,6 +46,7 @@ type BoxError = Box<dyn std::error::Error>;
 struct Args {
     rounds: u64,
     words: usize,
+    passes: u64,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
@@ -45,9 +54,9 @@ fn parse_args() -> Result<Option<Args>, String> {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         return Ok(None);
     }
-    if args.len() > 2 {
+    if args.len() > 3 {
         return Err(format!(
-            "expected at most 2 arguments (ROUNDS WORDS_PER_NODE), got {}",
+            "expected at most 3 arguments (ROUNDS WORDS_PER_NODE PASSES), got {}",
             args.len()
         ));
     }
@@ -67,12 +76,41 @@ fn parse_args() -> Result<Option<Args>, String> {
             .ok_or_else(|| format!("WORDS_PER_NODE must be an integer in 1..=2^24, got {s:?}"))?,
         None => DEFAULT_WORDS,
     };
-    Ok(Some(Args { rounds, words }))
+    let passes = match args.get(2) {
+        Some(s) => s
+            .parse::<u64>()
+            .ok()
+            .filter(|p| (1..=1 << 20).contains(p))
+            .ok_or_else(|| format!("PASSES must be an integer in 1..=2^20, got {s:?}"))?,
+        None => DEFAULT_PASSES,
+    };
+    if rounds * passes >= 1 << 32 {
+        return Err(format!(
+            "ROUNDS × PASSES must be below 2^32, got {rounds} × {passes}"
+        ));
+    }
+    Ok(Some(Args {
+        rounds,
+        words,
+        passes,
+    }))
 }
 
-/// What the writer of word `i` stores there in `round`.
-fn value(round: u64, i: usize) -> u64 {
-    (round << 32) | i as u64
+/// What the writer of word `i` stores there in its `seq`-th write of the word (1-based, counted
+/// over all rounds and passes).
+fn value(seq: u64, i: usize) -> u64 {
+    (seq << 32) | i as u64
+}
+
+/// Private computation standing for the work that produces a value: `steps` rounds of xorshift.
+fn work(steps: u32, seed: u64) -> u64 {
+    let mut x = seed | 1;
+    for _ in 0..steps {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    std::hint::black_box(x)
 }
 
 /// The buffer written in `round`.
@@ -88,16 +126,16 @@ fn write_order(me: usize, nodes: usize, words: usize, words_per_page: usize) -> 
     mine
 }
 
-/// Checks the words of `writer` (the values it wrote in `round`); the first bad one, if any.
+/// Checks that the words of `writer` hold its `seq`-th write; the first bad one, if any.
 fn first_bad(
     a: &SharedSlice<u64>,
     writer: usize,
     nodes: usize,
     words: usize,
-    round: u64,
+    seq: u64,
 ) -> Option<(usize, u64, u64)> {
     (0..words).map(|j| writer + nodes * j).find_map(|i| {
-        let (got, want) = (a.get(i), value(round, i));
+        let (got, want) = (a.get(i), value(seq, i));
         (got != want).then_some((i, got, want))
     })
 }
@@ -105,7 +143,7 @@ fn first_bad(
 fn report(me: usize, when: &str, bad: (usize, u64, u64), nodes: usize, words_per_page: usize) {
     let (i, got, want) = bad;
     eprintln!(
-        "falseshare: rank {me}: {when}: word {i} (page {} of the buffer, written by node {}) holds {got:#x} (round {}), expected {want:#x} (round {}): a write was lost",
+        "falseshare: rank {me}: {when}: word {i} (page {} of the buffer, written by node {}) holds {got:#x} (write number {}), expected {want:#x} (write number {}): a write was lost",
         i / words_per_page,
         i % nodes,
         got >> 32,
@@ -139,15 +177,20 @@ fn run(args: &Args) -> Result<bool, BoxError> {
     for round in 1..=args.rounds {
         let (a, prev) = (&bufs[buf_of(round)], &bufs[buf_of(round - 1)]);
         if round > 1 && ok {
-            if let Some(bad) = first_bad(prev, right, nodes, args.words, round - 1) {
+            let seq = (round - 1) * args.passes;
+            if let Some(bad) = first_bad(prev, right, nodes, args.words, seq) {
                 let when = format!("round {round}, buffer {}", buf_of(round - 1));
                 report(me, &when, bad, nodes, words_per_page);
                 // Keep going, so that the other nodes are not left waiting at a barrier.
                 ok = false;
             }
         }
-        for &i in &order {
-            a.set(i, value(round, i));
+        for pass in 1..=args.passes {
+            let seq = (round - 1) * args.passes + pass;
+            for &i in &order {
+                work(WORK, i as u64);
+                a.set(i, value(seq, i));
+            }
         }
         svm::barrier()?;
     }
@@ -159,7 +202,8 @@ fn run(args: &Args) -> Result<bool, BoxError> {
             if !ok {
                 break;
             }
-            if let Some(bad) = first_bad(&bufs[buf_of(r)], writer, nodes, args.words, r) {
+            let seq = r * args.passes;
+            if let Some(bad) = first_bad(&bufs[buf_of(r)], writer, nodes, args.words, seq) {
                 let when = format!("after the last round, buffer {}", buf_of(r));
                 report(me, &when, bad, nodes, words_per_page);
                 ok = false;

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 
 use svm_comm::deck::{Deck, Message};
 
-const USAGE: &str = "usage: mandelbrot [--mode seq|dsm|deck] [--size W] [--max-iter M] [--slices S]";
+const USAGE: &str =
+    "usage: mandelbrot [--mode seq|dsm|deck] [--size W] [--max-iter M] [--slices S]";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -194,7 +195,11 @@ fn deck_timeout() -> Duration {
 
 /// The master: answers `nodes` slaves until every slice is computed and every slave stopped.
 /// Requests: (reply mailbox, slice number of the result or -1, result bytes if any).
-fn master(deck: Arc<Deck>, a: Args, ready: std::sync::mpsc::Sender<()>) -> Result<Vec<u32>, BoxError> {
+fn master(
+    deck: Arc<Deck>,
+    a: Args,
+    ready: std::sync::mpsc::Sender<()>,
+) -> Result<Vec<u32>, BoxError> {
     let inbox = deck.mbox_create_named("master")?;
     let _ = ready.send(());
     let mut image = vec![0u32; a.w * a.w];
@@ -212,7 +217,9 @@ fn master(deck: Arc<Deck>, a: Args, ready: std::sync::mpsc::Sender<()>) -> Resul
             let bytes = req.unpack_bytes()?;
             let dst = &mut image[rows.start * a.w..rows.end * a.w];
             if bytes.len() != dst.len() * 4 {
-                return Err(format!("master: slice {k} came back with {} bytes", bytes.len()).into());
+                return Err(
+                    format!("master: slice {k} came back with {} bytes", bytes.len()).into(),
+                );
             }
             for (d, c) in dst.iter_mut().zip(bytes.chunks_exact(4)) {
                 *d = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);

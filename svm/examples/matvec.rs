@@ -62,12 +62,7 @@ fn parse_args() -> Result<Option<Args>, String> {
     let n = get(0, 40_000, "N")?;
     let nnz = get(1, 64, "NNZ")?.min(n);
     let iters = get(2, 50, "ITERS")?;
-    Ok(Some(Args {
-        n,
-        nnz,
-        iters,
-        seq,
-    }))
+    Ok(Some(Args { n, nnz, iters, seq }))
 }
 
 fn splitmix(s: &mut u64) -> u64 {
@@ -125,7 +120,9 @@ impl Csr {
 }
 
 fn x0(n: usize) -> Vec<f64> {
-    (0..n).map(|j| ((j * 7919) % 1000) as f64 / 1000.0).collect()
+    (0..n)
+        .map(|j| ((j * 7919) % 1000) as f64 / 1000.0)
+        .collect()
 }
 
 fn report(x: &[f64], time_s: f64) {

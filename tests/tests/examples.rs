@@ -224,6 +224,14 @@ fn bad_arguments_give_usage_and_exit_2() {
         ("litmus", &["0"]),
         ("litmus", &["x"]),
         ("sleeper", &["soon"]),
+        ("falseshare", &["0"]),
+        ("falseshare", &["ten"]),
+        ("falseshare", &["10", "0"]),
+        ("falseshare", &["10", "64", "0"]),
+        ("falseshare", &["1", "2", "3", "4"]),
+        ("regions", &["x"]),
+        ("regions", &["10", "-1"]),
+        ("regions", &["1", "2", "3"]),
     ];
     for (example, args) in cases {
         let exe = example_path(example);

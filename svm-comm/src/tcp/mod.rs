@@ -88,6 +88,10 @@ impl Link for TcpLink {
     fn close(&self) {
         let _ = shutdown(self.stream.as_raw_fd(), Shutdown::Both);
     }
+
+    fn finish_sending(&self) {
+        let _ = shutdown(self.stream.as_raw_fd(), Shutdown::Write);
+    }
 }
 
 /// The established mesh: one link per other node, and the listener kept open to refuse (and

@@ -1,0 +1,418 @@
+//! Transfers (`SMI_Memcpy`, `SMI_Put`, ...), signals and small messages.
+//!
+//! A copy into or out of shared memory is an ordinary copy in the DSM (pages are fetched on
+//! touch); unless `SMI_MEMCPY_NOBARRIER` is given it ends with a release, as SMI's store
+//! barrier made the data visible remotely. The asynchronous forms complete before they return:
+//! their handles report completion at once. Signals and messages are svm user messages
+//! (in order per pair of processes).
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use svm_core::api::{self, UserMessage};
+
+use crate::consts::*;
+use crate::region::with_region;
+use crate::{entry, ffi, out, smi, sv, Res, Smi, TAG_MSG, TAG_SIGNAL};
+
+/// Handle values are opaque to C and never dereferenced: a registry maps them to a status.
+fn new_handle(s: &Smi, status: c_int, h: *mut usize) -> Res {
+    if h.is_null() {
+        return Err(SMI_ERR_PARAM);
+    }
+    let v = {
+        let mut st = s.st();
+        st.next_handle += 1;
+        let v = 0x5000 + st.next_handle * 16;
+        st.handles.insert(v, status);
+        v
+    };
+    out(h, v)
+}
+
+fn memcpy(s: &Smi, dst: usize, src: usize, len: usize, flags: c_int) -> Res {
+    if !ffi::copy(dst, src, len) {
+        return Err(SMI_ERR_PARAM);
+    }
+    if flags & MEMCPY_NOBARRIER == 0 {
+        s.release()?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Memcpy(
+    dst: *mut c_void,
+    src: *mut c_void,
+    len: usize,
+    flags: c_int,
+) -> c_int {
+    entry("SMI_Memcpy", || {
+        memcpy(smi()?, dst as usize, src as usize, len, flags)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Imemcpy(
+    dst: *mut c_void,
+    src: *mut c_void,
+    len: usize,
+    flags: c_int,
+    h: *mut usize,
+) -> c_int {
+    entry("SMI_Imemcpy", || {
+        let s = smi()?;
+        if h.is_null() {
+            return Err(SMI_ERR_PARAM);
+        }
+        let r = memcpy(s, dst as usize, src as usize, len, flags);
+        new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h)
+    })
+}
+
+fn wait_handle(s: &Smi, h: usize, remove: bool) -> Res {
+    let mut st = s.st();
+    let status = if remove {
+        st.handles.remove(&h)
+    } else {
+        st.handles.get(&h).copied()
+    };
+    match status.ok_or(SMI_ERR_PARAM)? {
+        SMI_SUCCESS => Ok(()),
+        e => Err(e),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Memwait(h: usize) -> c_int {
+    entry("SMI_Memwait", || wait_handle(smi()?, h, true))
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Memtest(h: usize) -> c_int {
+    entry("SMI_Memtest", || wait_handle(smi()?, h, false))
+}
+
+fn all(n: c_int, h: *mut usize, status: *mut c_int, remove: bool) -> Res {
+    let s = smi()?;
+    let hs = ffi::read_array(
+        h as *const usize,
+        usize::try_from(n).map_err(|_| SMI_ERR_PARAM)?,
+    )
+    .ok_or(SMI_ERR_PARAM)?;
+    let res: Vec<c_int> = hs
+        .iter()
+        .map(|x| wait_handle(s, *x, remove).err().unwrap_or(SMI_SUCCESS))
+        .collect();
+    if !status.is_null() {
+        ffi::write_array(status, &res);
+    }
+    match res.iter().find(|c| **c != SMI_SUCCESS) {
+        Some(e) => Err(*e),
+        None => Ok(()),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_MemwaitAll(n: c_int, h: *mut usize, status: *mut c_int) -> c_int {
+    entry("SMI_MemwaitAll", || all(n, h, status, true))
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_MemtestAll(n: c_int, h: *mut usize, status: *mut c_int) -> c_int {
+    entry("SMI_MemtestAll", || all(n, h, status, false))
+}
+
+/// Address of `[offset, offset+len)` of a region (RDMA regions included).
+fn region_range(s: &Smi, region: c_int, offset: c_int, len: usize) -> Res<usize> {
+    with_region(s, region, |r| {
+        if !r.connected || offset < 0 || (offset as usize).saturating_add(len) > r.size {
+            return Err(SMI_ERR_PARAM);
+        }
+        Ok(r.addr + offset as usize)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Put(region: c_int, offset: c_int, src: *mut c_void, len: usize) -> c_int {
+    entry("SMI_Put", || {
+        let s = smi()?;
+        let a = region_range(s, region, offset, len)?;
+        memcpy(s, a, src as usize, len, 0)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Get(dst: *mut c_void, region: c_int, offset: c_int, len: usize) -> c_int {
+    entry("SMI_Get", || {
+        let s = smi()?;
+        let a = region_range(s, region, offset, len)?;
+        memcpy(s, dst as usize, a, len, MEMCPY_NOBARRIER)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Iput(
+    region: c_int,
+    offset: c_int,
+    src: *mut c_void,
+    len: usize,
+    h: *mut usize,
+) -> c_int {
+    entry("SMI_Iput", || {
+        let s = smi()?;
+        if h.is_null() {
+            return Err(SMI_ERR_PARAM);
+        }
+        let a = region_range(s, region, offset, len)?;
+        let r = memcpy(s, a, src as usize, len, 0);
+        new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Iget(
+    dst: *mut c_void,
+    region: c_int,
+    offset: c_int,
+    len: usize,
+    h: *mut usize,
+) -> c_int {
+    entry("SMI_Iget", || {
+        let s = smi()?;
+        if h.is_null() {
+            return Err(SMI_ERR_PARAM);
+        }
+        let a = region_range(s, region, offset, len)?;
+        let r = memcpy(s, dst as usize, a, len, MEMCPY_NOBARRIER);
+        new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h)
+    })
+}
+
+/// Transfers cannot fail silently in svm (a lost connection ends the job), so a check only
+/// has to make the writes visible (unless NOFLUSH).
+fn check(s: &Smi, flags: c_int) -> Res {
+    if flags & CHECK_NOFLUSH == 0 {
+        s.release()?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Check_transfer(flags: c_int) -> c_int {
+    entry("SMI_Check_transfer", || check(smi()?, flags))
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Check_transfer_addr(adr: *mut c_void, flags: c_int) -> c_int {
+    entry("SMI_Check_transfer_addr", || {
+        let s = smi()?;
+        crate::region::find_range(s, adr as usize, 1)?;
+        check(s, flags)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Check_transfer_proc(proc_: c_int, flags: c_int) -> c_int {
+    entry("SMI_Check_transfer_proc", || {
+        let s = smi()?;
+        crate::check_rank(s, proc_)?;
+        check(s, flags)
+    })
+}
+
+// ------------------------------------------------------------------------------- signals
+
+fn from_filter(rank: c_int, tag: u64) -> impl FnMut(&UserMessage) -> bool {
+    move |m: &UserMessage| m.tag == tag && (rank == SIGNAL_ANY || m.from as c_int == rank)
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Signal_send(rank: c_int) -> c_int {
+    entry("SMI_Signal_send", || {
+        let s = smi()?;
+        if rank == SIGNAL_BCAST {
+            for p in (0..s.n).filter(|p| *p != s.me) {
+                sv(api::send_message(p, TAG_SIGNAL, &[]))?;
+            }
+            return Ok(());
+        }
+        let p = crate::check_rank(s, rank)?;
+        sv(api::send_message(p, TAG_SIGNAL, &[]))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Signal_wait(rank: c_int) -> c_int {
+    entry("SMI_Signal_wait", || {
+        let s = smi()?;
+        if rank != SIGNAL_ANY {
+            crate::check_rank(s, rank)?;
+        }
+        sv(api::recv_message(from_filter(rank, TAG_SIGNAL), None))?
+            .map(|_| ())
+            .ok_or(SMI_ERR_OTHER)
+    })
+}
+
+/// `smi_signal_handle_t`.
+#[repr(C)]
+pub struct SignalHandle {
+    pub thread: libc::pthread_t,
+    pub rank: c_int,
+    pub fcn: Option<extern "C" fn(*mut c_void)>,
+    pub arg: *mut c_void,
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Signal_setCallBack(
+    rank: c_int,
+    fcn: Option<extern "C" fn(*mut c_void)>,
+    arg: *mut c_void,
+    handle: *mut *mut SignalHandle,
+) -> c_int {
+    entry("SMI_Signal_setCallBack", || {
+        let s = smi()?;
+        if rank != SIGNAL_ANY {
+            crate::check_rank(s, rank)?;
+        }
+        let f = fcn.ok_or(SMI_ERR_PARAM)?;
+        if handle.is_null() {
+            return Err(SMI_ERR_PARAM);
+        }
+        let hp = ffi::malloc(std::mem::size_of::<SignalHandle>()) as *mut SignalHandle;
+        if hp.is_null() {
+            return Err(SMI_ERR_NOMEM);
+        }
+        let a = arg as usize;
+        let t = std::thread::Builder::new()
+            .name("smi-signal".into())
+            .spawn(move || {
+                let Ok(s) = smi() else { return };
+                while !s.stop.load(Ordering::Acquire) {
+                    if let Ok(Some(_)) = api::recv_message(
+                        from_filter(rank, TAG_SIGNAL),
+                        Some(Duration::from_millis(100)),
+                    ) {
+                        let _ = std::panic::catch_unwind(|| f(a as *mut c_void));
+                        return;
+                    }
+                }
+            });
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => {
+                ffi::free(hp as *mut c_void);
+                eprintln!("smi[{}]: cannot start a signal thread: {e}", s.me);
+                return Err(SMI_ERR_OTHER);
+            }
+        };
+        use std::os::unix::thread::JoinHandleExt;
+        ffi::put(
+            hp,
+            SignalHandle {
+                thread: t.as_pthread_t(),
+                rank,
+                fcn,
+                arg,
+            },
+        );
+        s.st().signal_threads.insert(hp as usize, t);
+        out(handle, hp)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Signal_joinCallBack(handle: *mut *mut SignalHandle) -> c_int {
+    entry("SMI_Signal_joinCallBack", || {
+        let s = smi()?;
+        let hp = ffi::get(handle as *const *mut SignalHandle).ok_or(SMI_ERR_PARAM)?;
+        let t = s
+            .st()
+            .signal_threads
+            .remove(&(hp as usize))
+            .ok_or(SMI_ERR_PARAM)?;
+        let _ = t.join();
+        ffi::free(hp as *mut c_void);
+        out(handle, std::ptr::null_mut())
+    })
+}
+
+// ------------------------------------------------------------------------------ messages
+
+fn send(s: &Smi, buf: usize, count: c_int, dest: c_int) -> Res {
+    let p = crate::check_rank(s, dest)?;
+    let len = usize::try_from(count).map_err(|_| SMI_ERR_PARAM)?;
+    let data = ffi::bytes_from(buf, len).ok_or(SMI_ERR_PARAM)?;
+    sv(api::send_message(p, TAG_MSG, &data))
+}
+
+fn recv(s: &Smi, buf: usize, count: c_int, src: c_int) -> Res {
+    if src != SIGNAL_ANY {
+        crate::check_rank(s, src)?;
+    }
+    let cap = usize::try_from(count).map_err(|_| SMI_ERR_PARAM)?;
+    let m = sv(api::recv_message(from_filter(src, TAG_MSG), None))?.ok_or(SMI_ERR_OTHER)?;
+    let n = m.data.len().min(cap);
+    if !ffi::bytes_to(buf, &m.data[..n]) {
+        return Err(SMI_ERR_PARAM);
+    }
+    if m.data.len() > cap {
+        eprintln!(
+            "smi[{}]: SMI_Recv: a message of {} bytes was cut to {cap}",
+            s.me,
+            m.data.len()
+        );
+        return Err(SMI_ERR_PARAM);
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Send(buf: *mut c_void, count: c_int, dest: c_int) -> c_int {
+    entry("SMI_Send", || send(smi()?, buf as usize, count, dest))
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Recv(buf: *mut c_void, count: c_int, src: c_int) -> c_int {
+    entry("SMI_Recv", || recv(smi()?, buf as usize, count, src))
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Isend(buf: *mut c_void, count: c_int, dest: c_int) -> c_int {
+    entry("SMI_Isend", || {
+        let s = smi()?;
+        send(s, buf as usize, count, dest)?;
+        s.st().isend.insert(dest as usize);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Send_wait(dest: c_int) -> c_int {
+    entry("SMI_Send_wait", || {
+        let s = smi()?;
+        let p = crate::check_rank(s, dest)?;
+        // The data was copied into the message at SMI_Isend: the buffer is free again.
+        if s.st().isend.remove(&p) {
+            Ok(())
+        } else {
+            Err(SMI_ERR_NOTPOSTED)
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn SMI_Sendrecv(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    count: c_int,
+    peer: c_int,
+) -> c_int {
+    entry("SMI_Sendrecv", || {
+        let s = smi()?;
+        send(s, sbuf as usize, count, peer)?;
+        recv(s, rbuf as usize, count, peer)
+    })
+}

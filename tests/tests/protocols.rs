@@ -1,0 +1,441 @@
+//! Every coherence protocol, through real multi-node jobs: for each protocol × fault backend ×
+//! transport, the examples `counter`, `jacobi --verify` and `falseshare` at 2 and 4 nodes and
+//! `regions` (one region per protocol in one run) at 1, 2 and 3 nodes; `litmus` under `sc-sw`
+//! only (`sc-mw` and `scope` are not sequentially consistent for racy programs, see
+//! `docs/protocols.md`); and a long lock-heavy run under `scope` whose write notices and memory
+//! must stay bounded.
+//!
+//! Test names are `<protocol>::<fault>::<transport>::<case>` (e.g.
+//! `sc_mw::segv::tcp::falseshare_4_nodes`), so `cargo test -p svm-tests --test protocols scope::`
+//! runs one protocol. Runs are serialised (one job at a time) and each has a hard deadline after
+//! which its process group is killed.
+
+use std::time::Duration;
+
+use svm_tests::{example_path, run_example_with, run_svmrun_env, serial, word_value, Output};
+
+/// Expands `$body` once per value, inside a module named after it that defines the constant
+/// `$konst` (a `&str`). Nested, this builds the test matrix.
+macro_rules! each {
+    ($konst:ident: $($m:ident = $v:literal),+ ; $body:tt) => {
+        $(
+            mod $m {
+                #[allow(unused_imports)]
+                use super::*;
+                const $konst: &str = $v;
+                items! $body
+            }
+        )+
+    };
+}
+
+/// The items it is given (`items! { … }` with the braces of a captured `$body:tt`).
+macro_rules! items {
+    ($($t:tt)*) => { $($t)* };
+}
+
+/// The transports every case runs over. Adding a transport is one entry here. (`auto` picks
+/// `deck` for nodes on one host, which is all a test can start, so it is not listed.)
+macro_rules! per_transport {
+    ($body:tt) => {
+        each!(TRANSPORT: tcp = "tcp", deck = "deck"; $body);
+    };
+}
+
+/// Both fault backends.
+macro_rules! per_fault {
+    ($body:tt) => {
+        each!(FAULT: uffd = "uffd", segv = "segv"; $body);
+    };
+}
+
+const COUNTER_ITERS: u64 = 200;
+const JACOBI_N: usize = 128;
+const JACOBI_ITERS: usize = 10;
+/// `falseshare ROUNDS WORDS_PER_NODE PASSES`: 512 words per node span `nodes` pages per buffer.
+const FALSESHARE_ARGS: [&str; 3] = ["20", "512", "4"];
+/// `regions ITERS NOTICE_ITERS` for the matrix runs.
+const REGIONS_ITERS: u64 = 20;
+const REGIONS_NOTICE_ITERS: u64 = 1000;
+const LITMUS_ROUNDS: u64 = 200;
+/// The long run: lock operations per node in the write-notice loop.
+const SOAK_NOTICE_ITERS: u64 = 10_000;
+const SOAK_NODES: usize = 4;
+/// Largest resident-set growth of a node over the second half of the long run. The loop's
+/// region is 1 MiB; a node's resident copies of it come and go with invalidations.
+const SOAK_RSS_GROWTH_KIB: i64 = 2048;
+/// Largest mean size of a lock grant in the long run. With the notices at lock managers
+/// collected at every barrier, a grant names the few pages written under its lock since the
+/// previous barrier (about 30 bytes measured); without the collection it would name up to 64
+/// pages (the pages each lock guards), well over this.
+const SOAK_GRANT_BYTES: f64 = 128.0;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// `svmrun` flags of one cell of the matrix.
+fn flags(protocol: &str, fault: &str, transport: &str, nodes: usize) -> Vec<String> {
+    [
+        "-n",
+        &nodes.to_string(),
+        "--protocol",
+        protocol,
+        "--fault",
+        fault,
+        "--transport",
+        transport,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Runs `example ARGS...` in one cell of the matrix; panics unless it exits 0 and leaves
+/// nothing behind.
+fn run(
+    protocol: &str,
+    fault: &str,
+    transport: &str,
+    nodes: usize,
+    example: &str,
+    args: &[&str],
+) -> Output {
+    let flags = flags(protocol, fault, transport, nodes);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let out = run_example_with(&flags, example, args, DEADLINE);
+    out.assert_success();
+    out
+}
+
+/// The one stdout line holding all `words` (panics with the output otherwise).
+fn only_line<'a>(out: &'a Output, words: &[&str]) -> &'a str {
+    let lines = out.stdout_lines_with(words);
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected exactly one stdout line with {words:?}\n{out}"
+    );
+    lines[0]
+}
+
+fn has_word(line: &str, word: &str) -> bool {
+    line.split_whitespace().any(|w| w == word)
+}
+
+fn number<T: std::str::FromStr>(out: &Output, line: &str, key: &str) -> T {
+    word_value(line, key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key}=<number> in {line:?}\n{out}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+
+fn counter(protocol: &str, fault: &str, transport: &str, nodes: usize) {
+    let iters = COUNTER_ITERS.to_string();
+    let out = run(protocol, fault, transport, nodes, "counter", &[&iters]);
+    let line = only_line(&out, &["counter="]);
+    let expected = (nodes as u64 * COUNTER_ITERS).to_string();
+    assert_eq!(
+        word_value(line, "counter"),
+        Some(expected.as_str()),
+        "{out}"
+    );
+    assert_eq!(
+        word_value(line, "expected"),
+        Some(expected.as_str()),
+        "{out}"
+    );
+    assert!(has_word(line, "OK"), "no OK on the counter line\n{out}");
+}
+
+fn jacobi(protocol: &str, fault: &str, transport: &str, nodes: usize) {
+    let (n, iters) = (JACOBI_N.to_string(), JACOBI_ITERS.to_string());
+    let out = run(
+        protocol,
+        fault,
+        transport,
+        nodes,
+        "jacobi",
+        &[&n, &iters, "--verify"],
+    );
+    // --verify compares every cell, bit for bit, with a sequential run and appends OK.
+    let line = only_line(&out, &["checksum="]);
+    assert_eq!(
+        line.split_whitespace().last(),
+        Some("OK"),
+        "the checksum line must end with OK\n{out}"
+    );
+    let time_s: f64 = number(&out, line, "time_s");
+    assert!(time_s >= 0.0, "{out}");
+}
+
+fn falseshare(protocol: &str, fault: &str, transport: &str, nodes: usize) {
+    let out = run(
+        protocol,
+        fault,
+        transport,
+        nodes,
+        "falseshare",
+        &FALSESHARE_ARGS,
+    );
+    let line = only_line(&out, &["time_s="]);
+    assert!(has_word(line, "OK"), "no OK on the falseshare line\n{out}");
+    let time_s: f64 = number(&out, line, "time_s");
+    assert!(time_s.is_finite() && time_s >= 0.0, "{out}");
+    assert_eq!(
+        word_value(line, "rounds"),
+        Some(FALSESHARE_ARGS[0]),
+        "{out}"
+    );
+    assert_eq!(
+        word_value(line, "words_per_node"),
+        Some(FALSESHARE_ARGS[1]),
+        "{out}"
+    );
+    assert_eq!(
+        word_value(line, "nodes"),
+        Some(nodes.to_string().as_str()),
+        "{out}"
+    );
+    // 512 words of 8 bytes per node: one 4 KiB page per node in each buffer.
+    assert_eq!(
+        word_value(line, "pages"),
+        Some(nodes.to_string().as_str()),
+        "{out}"
+    );
+}
+
+/// Checks the `notices …` line of `regions` and returns it.
+fn regions_notices(out: &Output, nodes: usize, notice_iters: u64) -> &str {
+    let line = only_line(out, &["notices", "notices_sent="]);
+    let expected = nodes as u64 * notice_iters;
+    assert_eq!(number::<u64>(out, line, "total"), expected, "{out}");
+    assert_eq!(number::<u64>(out, line, "expected"), expected, "{out}");
+    assert_eq!(number::<u64>(out, line, "iters"), notice_iters, "{out}");
+    // Every release in the loop's `scope` region announces the page it wrote.
+    let sent: u64 = number(out, line, "notices_sent");
+    assert!(
+        sent >= expected,
+        "notices_sent={sent} < {expected} releases\n{out}"
+    );
+    line
+}
+
+fn regions(protocol: &str, fault: &str, transport: &str, nodes: usize) {
+    let (iters, notice_iters) = (REGIONS_ITERS.to_string(), REGIONS_NOTICE_ITERS.to_string());
+    let out = run(
+        protocol,
+        fault,
+        transport,
+        nodes,
+        "regions",
+        &[&iters, &notice_iters],
+    );
+    regions_notices(&out, nodes, REGIONS_NOTICE_ITERS);
+    let line = only_line(&out, &["regions", "OK"]);
+    assert_eq!(
+        word_value(line, "nodes"),
+        Some(nodes.to_string().as_str()),
+        "{out}"
+    );
+}
+
+fn litmus(fault: &str, transport: &str, nodes: usize) {
+    let rounds = LITMUS_ROUNDS.to_string();
+    let out = run("sc-sw", fault, transport, nodes, "litmus", &[&rounds]);
+    let line = only_line(&out, &["litmus", "mp="]);
+    assert_eq!(word_value(line, "mp"), Some("OK"), "{out}");
+    assert_eq!(word_value(line, "sb"), Some("OK"), "{out}");
+    assert_eq!(word_value(line, "rounds"), Some(rounds.as_str()), "{out}");
+    if nodes >= 4 {
+        assert_eq!(word_value(line, "iriw"), Some("OK"), "{out}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The long run under `scope`
+
+/// The unsigned integer after `"key":` in a one-line JSON object.
+fn json_u64(obj: &str, key: &str) -> Option<u64> {
+    let pat = format!("\"{key}\":");
+    let rest = &obj[obj.find(&pat)? + pat.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The nested object after `"key":` (up to its first closing brace: the objects read here
+/// hold no deeper nesting).
+fn json_object<'a>(obj: &'a str, key: &str) -> Option<&'a str> {
+    let pat = format!("\"{key}\":{{");
+    let start = obj.find(&pat)? + pat.len() - 1;
+    let end = start + obj[start..].find('}')?;
+    Some(&obj[start..=end])
+}
+
+/// `regions 10 SOAK_NOTICE_ITERS` on 4 nodes under `--protocol scope` with `SVM_STATS=json`:
+/// 40,000 lock operations with a barrier every 8 per node. What must not grow with the number of
+/// iterations: the write notices a lock grant carries (mean bytes per grant, from the
+/// example's two halves and from every node's JSON statistics) and the nodes' resident memory.
+fn soak(fault: &str, transport: &str) {
+    let flags = flags("scope", fault, transport, SOAK_NODES);
+    let exe = example_path("regions");
+    let iters = SOAK_NOTICE_ITERS.to_string();
+    let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+    args.extend([exe.to_str().expect("non-UTF-8 target path"), "10", &iters]);
+    let out = {
+        let _serial = serial();
+        run_svmrun_env(&args, &[("SVM_STATS", "json")], Duration::from_secs(150))
+    };
+    out.assert_success();
+    out.assert_stdout_contains("regions OK");
+    let line = regions_notices(&out, SOAK_NODES, SOAK_NOTICE_ITERS);
+
+    let first: f64 = number(&out, line, "grant_bytes_first");
+    let second: f64 = number(&out, line, "grant_bytes_second");
+    assert!(
+        first > 0.0 && second > 0.0,
+        "no lock grants crossed the network\n{out}"
+    );
+    assert!(
+        second <= first * 1.25 + 8.0,
+        "lock grants grew from {first:.1} to {second:.1} bytes on average between the two halves of the run: write notices pile up at the lock managers\n{out}"
+    );
+    assert!(
+        second <= SOAK_GRANT_BYTES,
+        "lock grants carry {second:.1} bytes on average (bound {SOAK_GRANT_BYTES}): write notices are not collected at barriers\n{out}"
+    );
+    let growth: i64 = number(&out, line, "rss_growth_kib");
+    assert!(
+        growth <= SOAK_RSS_GROWTH_KIB,
+        "a node's resident memory grew by {growth} KiB over the second half of the run (bound {SOAK_RSS_GROWTH_KIB} KiB)\n{out}"
+    );
+
+    // Every node's statistics, one JSON object per node on stderr.
+    let objects: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.find("{\"node\":").map(|i| &l[i..]))
+        .collect();
+    assert_eq!(
+        objects.len(),
+        SOAK_NODES,
+        "expected one JSON statistics object per node on stderr\n{out}"
+    );
+    for obj in objects {
+        assert!(obj.contains("\"protocol\":\"scope\""), "{obj}\n{out}");
+        let notices =
+            json_u64(obj, "notices_sent").unwrap_or_else(|| panic!("no notices_sent in {obj}"));
+        assert!(
+            notices >= SOAK_NOTICE_ITERS,
+            "notices_sent={notices} < {SOAK_NOTICE_ITERS} releases in {obj}"
+        );
+        let grant = json_object(obj, "lock_grant")
+            .unwrap_or_else(|| panic!("no lock_grant messages in {obj}"));
+        let (n, bytes) = (
+            json_u64(grant, "received").unwrap_or(0),
+            json_u64(grant, "received_bytes").unwrap_or(0),
+        );
+        assert!(n > 0, "this node received no lock grant: {obj}");
+        let mean = bytes as f64 / n as f64;
+        assert!(
+            mean <= SOAK_GRANT_BYTES,
+            "lock grants received carry {mean:.1} bytes on average (bound {SOAK_GRANT_BYTES}) in {obj}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The matrix
+
+macro_rules! protocol_cases {
+    () => {
+        per_fault!({
+            per_transport!({
+                #[test]
+                fn counter_2_nodes() {
+                    counter(PROTOCOL, FAULT, TRANSPORT, 2)
+                }
+                #[test]
+                fn counter_4_nodes() {
+                    counter(PROTOCOL, FAULT, TRANSPORT, 4)
+                }
+                #[test]
+                fn jacobi_2_nodes() {
+                    jacobi(PROTOCOL, FAULT, TRANSPORT, 2)
+                }
+                #[test]
+                fn jacobi_4_nodes() {
+                    jacobi(PROTOCOL, FAULT, TRANSPORT, 4)
+                }
+                #[test]
+                fn falseshare_2_nodes() {
+                    falseshare(PROTOCOL, FAULT, TRANSPORT, 2)
+                }
+                #[test]
+                fn falseshare_4_nodes() {
+                    falseshare(PROTOCOL, FAULT, TRANSPORT, 4)
+                }
+                #[test]
+                fn regions_1_node() {
+                    regions(PROTOCOL, FAULT, TRANSPORT, 1)
+                }
+                #[test]
+                fn regions_2_nodes() {
+                    regions(PROTOCOL, FAULT, TRANSPORT, 2)
+                }
+                #[test]
+                fn regions_3_nodes() {
+                    regions(PROTOCOL, FAULT, TRANSPORT, 3)
+                }
+            });
+        });
+    };
+}
+
+mod sc_sw {
+    use super::*;
+    const PROTOCOL: &str = "sc-sw";
+    protocol_cases!();
+
+    /// Litmus tests hold only under sequential consistency for racy programs: `sc-sw`.
+    mod litmus {
+        use super::*;
+        per_fault!({
+            per_transport!({
+                #[test]
+                fn litmus_2_nodes() {
+                    litmus(FAULT, TRANSPORT, 2)
+                }
+                #[test]
+                fn litmus_4_nodes() {
+                    litmus(FAULT, TRANSPORT, 4)
+                }
+            });
+        });
+    }
+}
+
+mod sc_mw {
+    use super::*;
+    const PROTOCOL: &str = "sc-mw";
+    protocol_cases!();
+}
+
+mod scope {
+    use super::*;
+    const PROTOCOL: &str = "scope";
+    protocol_cases!();
+
+    /// The long lock-heavy run.
+    mod soak {
+        use super::*;
+        per_fault!({
+            per_transport!({
+                #[test]
+                fn notices_and_memory_stay_bounded() {
+                    soak(FAULT, TRANSPORT)
+                }
+            });
+        });
+    }
+}
