@@ -128,10 +128,11 @@ fn linear_ticks(lo: f64, hi: f64) -> Vec<f64> {
         .find(|s| *s >= raw)
         .unwrap_or(10.0 * p);
     let mut t = (lo / step).floor() * step;
-    let mut v = Vec::new();
-    while t <= hi + step * 1e-9 {
-        v.push(t);
+    let mut v = vec![t];
+    // The last tick is the first one at or above `hi`, so every point lies inside the axis.
+    while t < hi - step * 1e-9 {
         t += step;
+        v.push(t);
     }
     v
 }
@@ -168,7 +169,7 @@ impl Plot {
             Scale::Log10 => v.max(1e-12).log10(),
         };
         // Axis ranges in transformed space, with ticks.
-        let (xt, (ax0, ax1)) = self.axis(self.x_scale, x0, x1, false);
+        let (xt, (ax0, ax1)) = self.axis(self.x_scale, x0, x1, true);
         let (yt, (ay0, ay1)) = self.axis(self.y_scale, y0, y1, self.y_from_zero);
         let sx = |v: f64| ml + (tf(self.x_scale, v) - ax0) / (ax1 - ax0).max(1e-12) * pw;
         let sy = |v: f64| mt + ph - (tf(self.y_scale, v) - ay0) / (ay1 - ay0).max(1e-12) * ph;
@@ -278,7 +279,7 @@ impl Plot {
                     (lo, hi)
                 };
                 let pad = if zero { 0.0 } else { (hi - lo) * 0.05 };
-                let ticks = linear_ticks(lo - pad, hi + (hi - lo) * 0.05);
+                let ticks = linear_ticks(lo - pad, hi);
                 let r = (*ticks.first().unwrap_or(&lo), *ticks.last().unwrap_or(&hi));
                 (ticks.into_iter().map(|t| (t, num(Some(t)))).collect(), r)
             }

@@ -280,7 +280,8 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
         sys::close_inherited(fd);
     }
     let verbose = cfg.verbose;
-    let node = Node::start(cfg, me, boot.size, space, backend, links, protocols, default_proto).map_err(sys_err)?;
+    let parts = crate::node::NodeParts { cfg, me, nodes: boot.size, space, backend, links, protocols, default_proto };
+    let node = Node::start(parts).map_err(sys_err)?;
     if verbose {
         eprintln!(
             "svm: node {me} of {}: protocol {}, fault backend {}, window {:#x}+{:#x}, page {} B",

@@ -1,27 +1,28 @@
 //! Page diffs for the multiple-writer protocols (`sc-mw`, `scope`): a pure encoding, shared by
 //! the engine and the simulator.
 //!
-//! A diff records the words of a page that differ between its *twin* (a copy taken when the
-//! page was made writable) and its current contents. Granularity is one word of [`WORD`] = 8
-//! bytes: two nodes may write different words of one page concurrently and both writes survive
-//! when their diffs are applied to the home's master copy, but two nodes writing different
-//! *bytes of the same word* concurrently lose one of the writes (the usual limitation of
-//! word-granular multiple-writer DSMs).
+//! A diff records the bytes of a page that differ between its *twin* (a copy taken when the
+//! page was made writable) and its current contents. Runs are exact to the byte: two nodes may
+//! write different bytes of one page — even of one word, such as neighbouring `int`s or `char`s
+//! — concurrently, and both writes survive when their diffs are applied to the home's master
+//! copy. (Equal 8-byte words are skipped a word at a time, so unchanged stretches stay cheap.)
+//! A byte written back with the value its twin holds is not in the diff: like every diff-based
+//! DSM, this relies on data-race-free programs.
 //!
 //! Format (all integers little-endian). A message carries any number of page diffs, one after
 //! the other:
 //!
 //! ```text
 //! page diff := page: u64, runs: u32, run*          (header of 12 bytes)
-//! run       := offset: u32, len: u32, bytes[len]   (offset and len multiples of 8, len > 0)
+//! run       := offset: u32, len: u32, bytes[len]   (len > 0)
 //! ```
 //!
 //! A diff of identical pages is a header with zero runs (12 bytes). Runs produced by
-//! [`encode`] are maximal (adjacent changed words merge into one run), in increasing offset
-//! order and disjoint; [`check`] and [`apply`] accept any order (later runs win where they
-//! overlap) but verify every length, alignment and bound, and never panic on malformed input.
+//! [`encode`] are maximal (adjacent changed bytes form one run), in increasing offset order and
+//! disjoint; [`check`] and [`apply`] accept any order (later runs win where they overlap) but
+//! verify every length and bound, and never panic on malformed input.
 
-/// Diff granularity in bytes.
+/// Unchanged stretches are skipped this many bytes at a time.
 pub const WORD: usize = 8;
 /// Bytes of a page diff's header (`page: u64, runs: u32`).
 pub const PAGE_HEADER: usize = 12;
@@ -38,7 +39,7 @@ pub enum DiffError {
         need: usize,
         left: usize,
     },
-    #[error("diff of page {page}: run at byte {at} has offset {offset} and length {len}, not multiples of {WORD}, or empty")]
+    #[error("diff of page {page}: run at byte {at} (offset {offset}) has length {len}: runs are never empty")]
     Misaligned {
         page: u64,
         at: usize,
@@ -88,19 +89,22 @@ pub fn encode(page: u64, twin: &[u8], cur: &[u8], out: &mut Vec<u8>) -> usize {
     let header = out.len();
     out.extend_from_slice(&page.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
-    let words = cur.len() / WORD;
-    let differs = |w: usize| twin[w * WORD..(w + 1) * WORD] != cur[w * WORD..(w + 1) * WORD];
-    let (mut runs, mut payload, mut w) = (0u32, 0usize, 0usize);
-    while w < words {
-        if !differs(w) {
-            w += 1;
+    let n = cur.len();
+    let (mut runs, mut payload, mut i) = (0u32, 0usize, 0usize);
+    while i < n {
+        if i % WORD == 0 && twin[i..i + WORD] == cur[i..i + WORD] {
+            i += WORD;
             continue;
         }
-        let start = w;
-        while w < words && differs(w) {
-            w += 1;
+        if twin[i] == cur[i] {
+            i += 1;
+            continue;
         }
-        let (off, len) = (start * WORD, (w - start) * WORD);
+        let start = i;
+        while i < n && twin[i] != cur[i] {
+            i += 1;
+        }
+        let (off, len) = (start, i - start);
         // Both fit: the page size fits a u32 (asserted above).
         out.extend_from_slice(&(off as u32).to_le_bytes());
         out.extend_from_slice(&(len as u32).to_le_bytes());
@@ -156,7 +160,7 @@ fn walk<'a>(
             let run_at = at;
             let r = take(data, &mut at, RUN_HEADER, "a run header")?;
             let (offset, len) = (u32_at(r) as u64, u32_at(&r[4..]) as u64);
-            if offset % WORD as u64 != 0 || len == 0 || len % WORD as u64 != 0 {
+            if len == 0 {
                 return Err(DiffError::Misaligned {
                     page,
                     at: run_at,
@@ -256,21 +260,22 @@ mod tests {
     }
 
     #[test]
-    fn adjacent_words_merge_and_runs_are_word_granular() {
+    fn runs_are_exact_to_the_byte() {
         let twin = vec![0u8; 64];
         let mut cur = twin.clone();
-        cur[1] = 1; // word 0
-        cur[8] = 2; // word 1
-        cur[40] = 3; // word 5
+        cur[1] = 1;
+        cur[7] = 2; // same word, not adjacent: two runs
+        cur[8] = 3; // adjacent to byte 7 across a word boundary: merges with it
+        cur[40] = 4;
         let mut out = Vec::new();
-        assert_eq!(encode(9, &twin, &cur, &mut out), 24);
-        assert_eq!(out.len(), PAGE_HEADER + 2 * RUN_HEADER + 24);
+        assert_eq!(encode(9, &twin, &cur, &mut out), 4);
+        assert_eq!(out.len(), PAGE_HEADER + 3 * RUN_HEADER + 4);
         assert_eq!(
             check(&out, 64).unwrap(),
             DiffSummary {
                 pages: 1,
-                runs: 2,
-                bytes: 24
+                runs: 3,
+                bytes: 4
             }
         );
         let mut pages = HashMap::new();
@@ -288,13 +293,24 @@ mod tests {
         let mut pages = HashMap::new();
         assert_eq!(apply_to(&msg, &mut pages, 64).unwrap().pages, 2);
         assert_eq!((pages[&1][0], pages[&1][56]), (0xaa, 0xbb));
+        // Different bytes of one word (neighbouring 32-bit ints, chars) both survive too.
+        let mut a = twin.clone();
+        a[0..4].copy_from_slice(&7u32.to_le_bytes());
+        let mut b = twin.clone();
+        b[4..8].copy_from_slice(&9u32.to_le_bytes());
+        let mut msg = Vec::new();
+        encode(2, &twin, &a, &mut msg);
+        encode(2, &twin, &b, &mut msg);
+        let mut pages = HashMap::new();
+        apply_to(&msg, &mut pages, 64).unwrap();
+        assert_eq!(&pages[&2][0..8], &[7, 0, 0, 0, 9, 0, 0, 0]);
     }
 
     #[test]
     fn malformed_input_is_refused_before_anything_is_applied() {
         let twin = vec![0u8; 32];
         let mut cur = twin.clone();
-        cur[0] = 1;
+        cur[20] = 1;
         let mut good = Vec::new();
         encode(1, &twin, &cur, &mut good);
         // Truncations at every length are errors, and nothing is applied.
@@ -307,10 +323,7 @@ mod tests {
             assert!(!called);
         }
         // Offset beyond the page.
-        assert!(matches!(check(&good, 4), Err(DiffError::OutOfPage { .. })));
-        let mut bad = good.clone();
-        bad[PAGE_HEADER] = 4; // offset 4: misaligned
-        assert!(matches!(check(&bad, 32), Err(DiffError::Misaligned { .. })));
+        assert!(matches!(check(&good, 16), Err(DiffError::OutOfPage { .. })));
         let mut bad = good.clone();
         bad[PAGE_HEADER + 4..PAGE_HEADER + 8].copy_from_slice(&0u32.to_le_bytes());
         assert!(matches!(check(&bad, 32), Err(DiffError::Misaligned { .. })));

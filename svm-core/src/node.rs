@@ -159,6 +159,21 @@ pub struct UserMessage {
     pub data: Vec<u8>,
 }
 
+/// What a node is made of (see [`Node::start`]).
+pub struct NodeParts {
+    pub cfg: Config,
+    pub me: NodeId,
+    pub nodes: NodeId,
+    pub space: Arc<Space>,
+    pub backend: Box<dyn FaultBackend>,
+    /// One link per peer (None for this node).
+    pub links: Vec<Option<Box<dyn Link>>>,
+    /// Protocol instances by wire id (`PROTOCOL_NAMES`).
+    pub protocols: Vec<Option<Box<dyn Protocol>>>,
+    /// Protocol of pages outside regions with their own.
+    pub default_proto: u8,
+}
+
 /// One node's runtime.
 pub struct Node {
     pub me: NodeId,
@@ -183,16 +198,8 @@ thread_local! {
 
 impl Node {
     /// Assembles a node from its parts and starts the engine thread.
-    pub fn start(
-        cfg: Config,
-        me: NodeId,
-        nodes: NodeId,
-        space: Arc<Space>,
-        backend: Box<dyn FaultBackend>,
-        links: Vec<Option<Box<dyn Link>>>,
-        protocols: Vec<Option<Box<dyn Protocol>>>,
-        default_proto: u8,
-    ) -> Result<Arc<Node>, crate::sys::SysError> {
+    pub fn start(parts: NodeParts) -> Result<Arc<Node>, crate::sys::SysError> {
+        let NodeParts { cfg, me, nodes, space, backend, links, protocols, default_proto } = parts;
         let page_size = space.page_size();
         let protocol_name = crate::protocol::PROTOCOL_NAMES[default_proto as usize];
         let state = EngineState {
@@ -316,10 +323,7 @@ impl Node {
         let mut open: Vec<usize> = (0..self.links.len()).filter(|i| self.links[*i].is_some()).collect();
         let mut buf = RecvBuf::new();
         while !open.is_empty() && Instant::now() < deadline {
-            open.retain(|&i| match self.links[i].as_ref().map(|l| l.recv_available(&mut buf)) {
-                Some(Ok(true)) => true,
-                _ => false,
-            });
+            open.retain(|&i| matches!(self.links[i].as_ref().map(|l| l.recv_available(&mut buf)), Some(Ok(true))));
             buf = RecvBuf::new();
             std::thread::sleep(Duration::from_millis(2));
         }

@@ -6,6 +6,11 @@
 //! NULL or valid for the access (as C APIs do). NULL is always checked and reported; anything
 //! else is taken at the C caller's word. Keeping every such dereference here keeps `unsafe` out
 //! of the personality crates.
+//!
+//! That is also why clippy's `not_unsafe_ptr_arg_deref` is allowed here: these functions *are*
+//! the documented boundary where a C caller's pointer is trusted, exactly like the exported
+//! `extern "C"` functions that call them.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use std::ffi::{c_char, CStr};
 

@@ -178,7 +178,7 @@ impl Window {
     /// before any other thread of the program uses that memory.
     pub fn take_over_static(&mut self, base: usize, size: usize) -> Result<Vec<u8>, SysError> {
         let ps = os_page_size();
-        if base % ps != 0 || size % ps != 0 || size == 0 {
+        if !base.is_multiple_of(ps) || !size.is_multiple_of(ps) || size == 0 {
             return Err(SysError::Call { call: "take over static segment (unaligned)", errno: nix::errno::Errno::EINVAL });
         }
         if self.maps.iter().any(|m| base < m.base + m.size && m.base < base + size) {
