@@ -40,6 +40,10 @@ use crate::{Access, NodeId, PageId};
 pub const GLOBAL_BARRIER: u64 = u64::MAX;
 const TOKEN_FAULTS: u64 = u64::MAX;
 const TOKEN_WAKE: u64 = u64::MAX - 1;
+/// Set by [`Node::probe_fault_detection`] just before it touches a page: the next fault's
+/// detection time is measured from it.
+static PROBE_T0: AtomicU64 = AtomicU64::new(0);
+
 const NOT_ENDING: i32 = i32::MIN;
 /// The status this process is ending the job with, once it started doing so on purpose.
 static ENDING_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(NOT_ENDING);
@@ -580,6 +584,10 @@ impl Node {
         if !self.space.contains(f.addr) {
             return;
         }
+        let probe = PROBE_T0.swap(0, Ordering::AcqRel);
+        if probe != 0 {
+            st.counters.fault_detect_ns.record(f.since_ns.saturating_sub(probe));
+        }
         let page = self.space.page_of(f.addr);
         let need = if f.write { Access::Write } else { Access::Read };
         if f.write {
@@ -883,6 +891,20 @@ impl Node {
             n.release_all(st, token, false);
         });
         r == WaitResult::Released
+    }
+
+    /// Measures fault detection — from a thread touching a page it has no access to, to the
+    /// runtime seeing the fault (SIGSEGV handler entry, or the engine reading the userfaultfd
+    /// event) — over `pages` untouched local pages starting at `addr`. Returns the histogram.
+    pub fn probe_fault_detection(&self, addr: usize, pages: usize) -> crate::stats::Histogram {
+        let ps = self.space.page_size();
+        self.lock_state().counters.fault_detect_ns = crate::stats::Histogram::default();
+        for i in 0..pages {
+            PROBE_T0.store(crate::sys::segv::now_ns(), Ordering::Release);
+            let _: u8 = crate::sys::app_load((addr, pages * ps), addr + i * ps);
+        }
+        PROBE_T0.store(0, Ordering::Release);
+        self.lock_state().counters.fault_detect_ns.clone()
     }
 
     /// Sends a user message to node `to` (this node included). Messages from one sender to one

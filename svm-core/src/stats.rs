@@ -118,6 +118,8 @@ pub struct Counters {
     pub diff_bytes_applied: u64,
     pub notices_sent: u64,
     pub notice_invalidations: u64,
+    /// Fault detection times measured by a probe (`api::measure_fault_detection`).
+    pub fault_detect_ns: Histogram,
 }
 
 /// A snapshot of one node's statistics.

@@ -32,7 +32,7 @@ pub use svm_core::api::{
     RESERVED_IDS,
 };
 pub use svm_core::api::{
-    alloc_collective_in, recv_message, send_message, sem_post, sem_wait, Semaphore, UserMessage,
+    alloc_collective_in, measure_fault_detection, recv_message, send_message, sem_post, sem_wait, Semaphore, UserMessage,
 };
 pub use svm_core::stats::Stats;
 

@@ -52,7 +52,7 @@ const PERSONALITIES: &[Personality] = &[
         name: "cvm",
         lib: "svm_cvm",
         include: "svm-api-cvm/include",
-        wrap_main_stub: None,
+        wrap_main_stub: Some("svm-api-cvm/stub/svm_cvm_stub.c"),
         m4: None,
     },
     Personality {
@@ -270,8 +270,24 @@ mod tests {
     }
 
     #[test]
+    fn cvm_libs_wrap_main_and_link_its_stub() {
+        assert_eq!(
+            words(&["--libs", "cvm"]),
+            [
+                "/src/svm/svm-api-cvm/stub/svm_cvm_stub.c",
+                "-L/build/target/debug",
+                "-Wl,-rpath,/build/target/debug",
+                "-lsvm_cvm",
+                "-Wl,--wrap=main",
+                "-Wl,-z,now",
+                "-pthread",
+            ]
+        );
+    }
+
+    #[test]
     fn other_personalities_link_only_their_library() {
-        for (name, lib) in [("smi", "svm_smi"), ("cvm", "svm_cvm"), ("deck", "svm_deck")] {
+        for (name, lib) in [("smi", "svm_smi"), ("deck", "svm_deck")] {
             assert_eq!(
                 words(&["--libs", name]),
                 [
