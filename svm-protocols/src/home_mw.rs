@@ -18,7 +18,7 @@
 //! Home side: `Diffs` are applied to the master copy (`ApplyIncomingDiffs`) and acknowledged
 //! with `DiffAck` (in sc-mw only after invalidating every other copy).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{HashSet, BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg, ProtocolStats};
 
@@ -103,6 +103,12 @@ pub(crate) struct HomeMw {
     inval_pending: BTreeMap<(PageId, NodeId), Vec<u64>>,
     home_flushes: HashMap<u64, HomeFlush>,
     next_home_flush: u64,
+    /// Pages this node is home of whose copy some node has fetched at least once. A home page
+    /// nobody ever fetched needs no write tracking: no stale copy of it exists anywhere and
+    /// the next fetch gets the master copy as it is. So the home leaves such pages writable
+    /// across releases (no fault per iteration on data only the home uses), and lowers a page
+    /// to read-only at its first fetch, after which its writes are tracked again.
+    served: HashSet<PageId>,
     // ---- scope ----
     /// Pages written since the last release that left no critical section open here.
     since_release: BTreeSet<PageId>,
@@ -127,6 +133,7 @@ impl HomeMw {
             inval_pending: BTreeMap::new(),
             home_flushes: HashMap::new(),
             next_home_flush: 1,
+            served: HashSet::new(),
             since_release: BTreeSet::new(),
             since_barrier: BTreeSet::new(),
             open: 0,
@@ -225,6 +232,12 @@ impl HomeMw {
             &ProtoMsg::ReadReq { page } => {
                 if self.mode == Mode::Eager {
                     self.copysets.entry(page).or_default().insert(from);
+                }
+                if self.served.insert(page) && self.page(page).access == Access::Write {
+                    // From now on the home's writes must be seen (see `served`). Lowered
+                    // before the copy is read, so the copy holds every write so far.
+                    self.set_access(page, Access::Read, out);
+                    self.dirty_home.insert(page);
                 }
                 out.push(Action::Send {
                     to: from,
@@ -447,7 +460,9 @@ impl HomeMw {
         self.next_flush += 1;
         let dirty = std::mem::take(&mut self.dirty);
         let pushed = std::mem::take(&mut self.pushed);
-        let dirty_home = std::mem::take(&mut self.dirty_home);
+        // Home pages nobody has fetched stay writable and untracked (see `served`).
+        let dirty_home: BTreeSet<PageId> =
+            std::mem::take(&mut self.dirty_home).into_iter().filter(|p| self.served.contains(p)).collect();
         // Stop writers first: the diffs and the home's invalidations must see final contents.
         for &p in dirty.iter().chain(&dirty_home) {
             self.set_access(p, Access::Read, out);
