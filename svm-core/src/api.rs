@@ -60,15 +60,35 @@ pub enum SvmError {
     #[error("svm: node {node}: unlock of lock {lock} by a thread that does not hold it")]
     NotLockHolder { node: NodeId, lock: u64 },
     #[error("svm: node {node}: barrier {barrier} called with count {got}, but this round's count is {expected}")]
-    BarrierMismatch { node: NodeId, barrier: u64, expected: u32, got: u32 },
+    BarrierMismatch {
+        node: NodeId,
+        barrier: u64,
+        expected: u32,
+        got: u32,
+    },
     #[error("svm: node {node}: barrier {barrier} called with a participant count of 0")]
     ZeroCount { node: NodeId, barrier: u64 },
     #[error("svm: node {node}: there is no node {to} in a job of {nodes} nodes")]
-    BadNode { node: NodeId, to: usize, nodes: NodeId },
+    BadNode {
+        node: NodeId,
+        to: usize,
+        nodes: NodeId,
+    },
     #[error("svm: node {node}: cannot share the program's data {start:#x}..{end:#x}: {why}")]
-    Static { node: NodeId, start: usize, end: usize, why: String },
-    #[error("svm: node {node}: {what} id {id} is reserved for the runtime (ids must be below 2^63)")]
-    ReservedId { node: NodeId, what: &'static str, id: u64 },
+    Static {
+        node: NodeId,
+        start: usize,
+        end: usize,
+        why: String,
+    },
+    #[error(
+        "svm: node {node}: {what} id {id} is reserved for the runtime (ids must be below 2^63)"
+    )]
+    ReservedId {
+        node: NodeId,
+        what: &'static str,
+        id: u64,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, SvmError>;
@@ -146,14 +166,21 @@ pub fn init_with(factory: ProtocolFactory) -> Result<Svm> {
 /// Checks that `[start, end)` lies in writable mappings of this process that are not the stack
 /// or a special mapping, using /proc/self/maps.
 fn writable_private(start: usize, end: usize) -> std::result::Result<(), String> {
-    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("reading /proc/self/maps: {e}"))?;
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .map_err(|e| format!("reading /proc/self/maps: {e}"))?;
     let mut covered = start;
     let mut spans: Vec<(usize, usize, String)> = Vec::new();
     for line in maps.lines() {
         let mut it = line.split_whitespace();
-        let (Some(range), Some(perms)) = (it.next(), it.next()) else { continue };
-        let Some((a, b)) = range.split_once('-') else { continue };
-        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
+        let (Some(range), Some(perms)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
+            continue;
+        };
         spans.push((a, b, perms.to_string()));
     }
     spans.sort();
@@ -188,8 +215,18 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     }
     // One instance of every protocol this build has: regions may use any of them; the default
     // region uses SVM_PROTOCOL.
-    let protocols: Vec<Option<Box<dyn Protocol>>> =
-        crate::protocol::PROTOCOL_NAMES.iter().map(|name| factory(name)).collect();
+    let popts = crate::protocol::ProtocolOptions {
+        read_ahead: cfg.prefetch,
+    };
+    let protocols: Vec<Option<Box<dyn Protocol>>> = crate::protocol::PROTOCOL_NAMES
+        .iter()
+        .map(|name| {
+            factory(name).map(|mut p| {
+                p.configure(&popts);
+                p
+            })
+        })
+        .collect();
     let default_proto = crate::protocol::protocol_id(&cfg.protocol)
         .filter(|id| protocols[*id as usize].is_some())
         .ok_or_else(|| SvmError::UnknownProtocol(cfg.protocol.clone()))?;
@@ -212,7 +249,12 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
         if top <= base {
             continue;
         }
-        writable_private(base, top).map_err(|why| SvmError::Static { node: me, start, end, why })?;
+        writable_private(base, top).map_err(|why| SvmError::Static {
+            node: me,
+            start,
+            end,
+            why,
+        })?;
         let saved = window.take_over_static(base, top - base).map_err(sys_err)?;
         space.add_static(base, top - base, 0, saved);
     }
@@ -241,7 +283,8 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
         };
         let setup_timeout = cfg.timeout.min(std::time::Duration::from_secs(120));
         let deck_cfg = || {
-            svm_comm::deck::sci::DeckConfig::from_env().map_err(|what| CommError::Setup { me, what })
+            svm_comm::deck::sci::DeckConfig::from_env()
+                .map_err(|what| CommError::Setup { me, what })
         };
         if cfg.transport == "deck" {
             // Every node on this host, over shared memory only (no TCP rendezvous needed).
@@ -253,8 +296,16 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
         } else {
             let mesh = tcp::establish(&boot, inherited, setup_timeout)?;
             // auto: DECK-SCI to the nodes on this host, TCP to the others.
-            let local = if cfg.transport == "auto" { mesh.same_host(me) } else { vec![false; boot.size as usize] };
-            let mut deck = if local.iter().enumerate().any(|(i, l)| *l && i != me as usize) {
+            let local = if cfg.transport == "auto" {
+                mesh.same_host(me)
+            } else {
+                vec![false; boot.size as usize]
+            };
+            let mut deck = if local
+                .iter()
+                .enumerate()
+                .any(|(i, l)| *l && i != me as usize)
+            {
                 svm_comm::deck::sci::establish_with(&boot, &deck_cfg()?, setup_timeout, &local)?
             } else {
                 (0..boot.size).map(|_| None).collect()
@@ -271,7 +322,13 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
                 let kinds: Vec<String> = links
                     .iter()
                     .enumerate()
-                    .map(|(i, l)| format!("{i}:{}@{}", l.as_ref().map(|l| l.kind()).unwrap_or("self"), addrs[i]))
+                    .map(|(i, l)| {
+                        format!(
+                            "{i}:{}@{}",
+                            l.as_ref().map(|l| l.kind()).unwrap_or("self"),
+                            addrs[i]
+                        )
+                    })
                     .collect();
                 eprintln!("svm: node {me}: transports per peer: {}", kinds.join(" "));
             }
@@ -280,7 +337,16 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
         sys::close_inherited(fd);
     }
     let verbose = cfg.verbose;
-    let parts = crate::node::NodeParts { cfg, me, nodes: boot.size, space, backend, links, protocols, default_proto };
+    let parts = crate::node::NodeParts {
+        cfg,
+        me,
+        nodes: boot.size,
+        space,
+        backend,
+        links,
+        protocols,
+        default_proto,
+    };
     let node = Node::start(parts).map_err(sys_err)?;
     if verbose {
         eprintln!(
@@ -293,7 +359,9 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
             node.cfg.page_size
         );
     }
-    RUNTIME.set(node).map_err(|_| SvmError::AlreadyInitialized)?;
+    RUNTIME
+        .set(node)
+        .map_err(|_| SvmError::AlreadyInitialized)?;
     Ok(Svm { _private: () })
 }
 
@@ -319,10 +387,17 @@ pub fn page_size() -> usize {
 pub fn measure_fault_detection(pages: usize) -> Result<(f64, f64, f64)> {
     let n = node()?;
     let ps = n.space.page_size();
-    let addr = n.space.alloc_local(pages.max(1) * ps).map_err(|err| SvmError::Space { node: n.me, err })?;
+    let addr = n
+        .space
+        .alloc_local(pages.max(1) * ps)
+        .map_err(|err| SvmError::Space { node: n.me, err })?;
     let h = n.probe_fault_detection(addr, pages.max(1));
     let _ = n.space.free_local(addr);
-    Ok((h.mean_ns() / 1e3, h.quantile_ns(0.5) as f64 / 1e3, h.quantile_ns(0.9) as f64 / 1e3))
+    Ok((
+        h.mean_ns() / 1e3,
+        h.quantile_ns(0.5) as f64 / 1e3,
+        h.quantile_ns(0.9) as f64 / 1e3,
+    ))
 }
 
 /// A statistics snapshot of this node.
@@ -350,7 +425,13 @@ impl<T: bytemuck::Pod> Copy for SharedSlice<T> {}
 
 impl<T: bytemuck::Pod> std::fmt::Debug for SharedSlice<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SharedSlice<{}>({:#x}, len {})", std::any::type_name::<T>(), self.addr, self.len)
+        write!(
+            f,
+            "SharedSlice<{}>({:#x}, len {})",
+            std::any::type_name::<T>(),
+            self.addr,
+            self.len
+        )
     }
 }
 
@@ -364,10 +445,20 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
     pub fn from_raw_parts(addr: usize, len: usize) -> Result<Self> {
         let n = node()?;
         let bytes = len.saturating_mul(std::mem::size_of::<T>());
-        if !n.space.contains(addr) || bytes == usize::MAX || !n.space.contains(addr + bytes.max(1) - 1) {
-            return Err(SvmError::Space { node: n.me, err: SpaceError::BadFree { addr } });
+        if !n.space.contains(addr)
+            || bytes == usize::MAX
+            || !n.space.contains(addr + bytes.max(1) - 1)
+        {
+            return Err(SvmError::Space {
+                node: n.me,
+                err: SpaceError::BadFree { addr },
+            });
         }
-        Ok(SharedSlice { addr, len, _t: PhantomData })
+        Ok(SharedSlice {
+            addr,
+            len,
+            _t: PhantomData,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -382,7 +473,11 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
     }
 
     fn at(&self, i: usize) -> usize {
-        assert!(i < self.len, "index {i} out of bounds of a shared slice of length {}", self.len);
+        assert!(
+            i < self.len,
+            "index {i} out of bounds of a shared slice of length {}",
+            self.len
+        );
         self.addr + i * std::mem::size_of::<T>()
     }
 
@@ -396,28 +491,51 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
 
     /// Copies `dst.len()` elements starting at `start` out of shared memory.
     pub fn read_into(&self, start: usize, dst: &mut [T]) {
-        assert!(start.checked_add(dst.len()).is_some_and(|e| e <= self.len), "range out of bounds");
-        sys::app_copy_out(self.bounds(), self.addr + start * std::mem::size_of::<T>(), dst)
+        assert!(
+            start.checked_add(dst.len()).is_some_and(|e| e <= self.len),
+            "range out of bounds"
+        );
+        sys::app_copy_out(
+            self.bounds(),
+            self.addr + start * std::mem::size_of::<T>(),
+            dst,
+        )
     }
 
     /// Copies `src` into shared memory starting at element `start`.
     pub fn write_from(&self, start: usize, src: &[T]) {
-        assert!(start.checked_add(src.len()).is_some_and(|e| e <= self.len), "range out of bounds");
-        sys::app_copy_in(self.bounds(), self.addr + start * std::mem::size_of::<T>(), src)
+        assert!(
+            start.checked_add(src.len()).is_some_and(|e| e <= self.len),
+            "range out of bounds"
+        );
+        sys::app_copy_in(
+            self.bounds(),
+            self.addr + start * std::mem::size_of::<T>(),
+            src,
+        )
     }
 
     /// A sub-slice `[start, start+len)`.
     pub fn slice(&self, start: usize, len: usize) -> SharedSlice<T> {
-        assert!(start.checked_add(len).is_some_and(|e| e <= self.len), "sub-slice out of bounds");
-        SharedSlice { addr: self.addr + start * std::mem::size_of::<T>(), len, _t: PhantomData }
+        assert!(
+            start.checked_add(len).is_some_and(|e| e <= self.len),
+            "sub-slice out of bounds"
+        );
+        SharedSlice {
+            addr: self.addr + start * std::mem::size_of::<T>(),
+            len,
+            _t: PhantomData,
+        }
     }
 }
 
 fn bytes_of<T>(len: usize, n: &Node) -> Result<usize> {
-    len.checked_mul(std::mem::size_of::<T>()).filter(|b| *b > 0).ok_or(SvmError::Space {
-        node: n.me,
-        err: SpaceError::Empty,
-    })
+    len.checked_mul(std::mem::size_of::<T>())
+        .filter(|b| *b > 0)
+        .ok_or(SvmError::Space {
+            node: n.me,
+            err: SpaceError::Empty,
+        })
 }
 
 /// Collective allocation homed on node 0: every node calls it in the same order and gets the
@@ -427,24 +545,46 @@ pub fn alloc_collective<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> 
 }
 
 /// Collective allocation with a home policy.
-pub fn alloc_collective_with<T: bytemuck::Pod>(len: usize, home: SpaceHome) -> Result<SharedSlice<T>> {
+pub fn alloc_collective_with<T: bytemuck::Pod>(
+    len: usize,
+    home: SpaceHome,
+) -> Result<SharedSlice<T>> {
     let n = node()?;
     let bytes = bytes_of::<T>(len, n)?;
-    let addr = n.space.alloc_collective(bytes, home).map_err(|err| SvmError::Space { node: n.me, err })?;
+    let addr = n
+        .space
+        .alloc_collective(bytes, home)
+        .map_err(|err| SvmError::Space { node: n.me, err })?;
     n.retry_deferred();
-    Ok(SharedSlice { addr, len, _t: PhantomData })
+    Ok(SharedSlice {
+        addr,
+        len,
+        _t: PhantomData,
+    })
 }
 
 /// Collective allocation of a region with its own home policy and coherence protocol
 /// (`"sc-sw"`, `"sc-mw"`, `"scope"`): different regions may use different protocols in one
 /// run.
-pub fn alloc_collective_in<T: bytemuck::Pod>(len: usize, home: SpaceHome, protocol: &str) -> Result<SharedSlice<T>> {
+pub fn alloc_collective_in<T: bytemuck::Pod>(
+    len: usize,
+    home: SpaceHome,
+    protocol: &str,
+) -> Result<SharedSlice<T>> {
     let n = node()?;
-    let proto = crate::protocol::protocol_id(protocol).ok_or_else(|| SvmError::UnknownProtocol(protocol.to_string()))?;
+    let proto = crate::protocol::protocol_id(protocol)
+        .ok_or_else(|| SvmError::UnknownProtocol(protocol.to_string()))?;
     let bytes = bytes_of::<T>(len, n)?;
-    let addr = n.space.alloc_collective_proto(bytes, home, proto).map_err(|err| SvmError::Space { node: n.me, err })?;
+    let addr = n
+        .space
+        .alloc_collective_proto(bytes, home, proto)
+        .map_err(|err| SvmError::Space { node: n.me, err })?;
     n.retry_deferred();
-    Ok(SharedSlice { addr, len, _t: PhantomData })
+    Ok(SharedSlice {
+        addr,
+        len,
+        _t: PhantomData,
+    })
 }
 
 /// Allocation in this node's arena: no messages; homed on this node. Other nodes may use it
@@ -452,19 +592,32 @@ pub fn alloc_collective_in<T: bytemuck::Pod>(len: usize, home: SpaceHome, protoc
 pub fn alloc_local<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
     let n = node()?;
     let bytes = bytes_of::<T>(len, n)?;
-    let addr = n.space.alloc_local(bytes).map_err(|err| SvmError::Space { node: n.me, err })?;
-    Ok(SharedSlice { addr, len, _t: PhantomData })
+    let addr = n
+        .space
+        .alloc_local(bytes)
+        .map_err(|err| SvmError::Space { node: n.me, err })?;
+    Ok(SharedSlice {
+        addr,
+        len,
+        _t: PhantomData,
+    })
 }
 
 /// Frees a slice from [`alloc_local`] (only on the node that allocated it).
 pub fn free_local<T: bytemuck::Pod>(s: SharedSlice<T>) -> Result<()> {
     let n = node()?;
-    n.space.free_local(s.addr).map_err(|err| SvmError::Space { node: n.me, err })
+    n.space
+        .free_local(s.addr)
+        .map_err(|err| SvmError::Space { node: n.me, err })
 }
 
 fn check_id(n: &Node, what: &'static str, id: u64) -> Result<()> {
     if id >= RESERVED_IDS {
-        return Err(SvmError::ReservedId { node: n.me, what, id });
+        return Err(SvmError::ReservedId {
+            node: n.me,
+            what,
+            id,
+        });
     }
     Ok(())
 }
@@ -495,14 +648,20 @@ impl Mutex {
         let n = node()?;
         check_id(n, "lock", self.id)?;
         n.lock(self.id, false);
-        Ok(MutexGuard { m: self, done: false })
+        Ok(MutexGuard {
+            m: self,
+            done: false,
+        })
     }
 
     /// Takes the lock only if no one holds it.
     pub fn try_lock(&self) -> Result<Option<MutexGuard<'_>>> {
         let n = node()?;
         check_id(n, "lock", self.id)?;
-        Ok(n.lock(self.id, true).then_some(MutexGuard { m: self, done: false }))
+        Ok(n.lock(self.id, true).then_some(MutexGuard {
+            m: self,
+            done: false,
+        }))
     }
 
     fn unlock_id(&self) -> Result<()> {
@@ -510,7 +669,10 @@ impl Mutex {
         if n.unlock(self.id) {
             Ok(())
         } else {
-            Err(SvmError::NotLockHolder { node: n.me, lock: self.id })
+            Err(SvmError::NotLockHolder {
+                node: n.me,
+                lock: self.id,
+            })
         }
     }
 }
@@ -572,10 +734,16 @@ impl Barrier {
 
 fn barrier_raw(n: &Node, id: u64, count: u32) -> Result<()> {
     match n.barrier(id, count) {
-        WaitResult::BarrierMismatch { expected, got } => {
-            Err(SvmError::BarrierMismatch { node: n.me, barrier: id, expected, got })
-        }
-        WaitResult::ZeroCount => Err(SvmError::ZeroCount { node: n.me, barrier: id }),
+        WaitResult::BarrierMismatch { expected, got } => Err(SvmError::BarrierMismatch {
+            node: n.me,
+            barrier: id,
+            expected,
+            got,
+        }),
+        WaitResult::ZeroCount => Err(SvmError::ZeroCount {
+            node: n.me,
+            barrier: id,
+        }),
         _ => Ok(()),
     }
 }
@@ -622,7 +790,11 @@ pub use crate::node::UserMessage;
 pub fn send_message(to: usize, tag: u64, data: &[u8]) -> Result<()> {
     let n = node()?;
     if to >= n.nodes as usize {
-        return Err(SvmError::BadNode { node: n.me, to, nodes: n.nodes });
+        return Err(SvmError::BadNode {
+            node: n.me,
+            to,
+            nodes: n.nodes,
+        });
     }
     n.send_user(to as NodeId, tag, data);
     Ok(())
@@ -650,7 +822,9 @@ pub fn abort_job(code: i32, why: &str) -> ! {
 /// Frees an allocation of [`alloc_local`] by address (only on the node that made it).
 pub fn free_local_addr(addr: usize) -> Result<()> {
     let n = node()?;
-    n.space.free_local(addr).map_err(|err| SvmError::Space { node: n.me, err })
+    n.space
+        .free_local(addr)
+        .map_err(|err| SvmError::Space { node: n.me, err })
 }
 
 /// Barrier of all nodes (one calling thread per node).

@@ -44,23 +44,35 @@ pub struct Config {
     /// (0 = always sleep). Unset: 64 when the job has no more nodes than this host has CPUs,
     /// else 0 (spinning then only steals time from the threads being waited for).
     pub spin_polls: Option<u32>,
+    /// `SVM_PREFETCH`: read-ahead of `sc-sw` — pages the home grants unasked behind a
+    /// sequential read stream (default 8; 0 = off).
+    pub prefetch: usize,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     #[error("{var}={value:?}: {why}")]
-    Invalid { var: &'static str, value: String, why: String },
+    Invalid {
+        var: &'static str,
+        value: String,
+        why: String,
+    },
 }
 
 fn invalid(var: &'static str, value: &str, why: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { var, value: value.to_string(), why: why.into() }
+    ConfigError::Invalid {
+        var,
+        value: value.to_string(),
+        why: why.into(),
+    }
 }
 
 /// Parses a size with an optional K/M/G/T suffix (powers of 1024) or a 0x hex number.
 pub fn parse_size(var: &'static str, s: &str) -> Result<usize, ConfigError> {
     let t = s.trim();
     if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        return usize::from_str_radix(&h.replace('_', ""), 16).map_err(|_| invalid(var, s, "not a hexadecimal number"));
+        return usize::from_str_radix(&h.replace('_', ""), 16)
+            .map_err(|_| invalid(var, s, "not a hexadecimal number"));
     }
     let (num, mul) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1usize << 10),
@@ -99,13 +111,23 @@ impl Config {
         };
         let transport = get("SVM_TRANSPORT").unwrap_or_else(|| "tcp".into());
         if !TRANSPORTS.contains(&transport.as_str()) {
-            return Err(invalid("SVM_TRANSPORT", &transport, "unknown transport (expected tcp, deck or auto)"));
+            return Err(invalid(
+                "SVM_TRANSPORT",
+                &transport,
+                "unknown transport (expected tcp, deck or auto)",
+            ));
         }
         let timeout = match get("SVM_TIMEOUT") {
             None => Duration::from_secs(300),
             Some(v) => match v.trim().parse::<f64>() {
                 Ok(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
-                _ => return Err(invalid("SVM_TIMEOUT", &v, "expected a positive number of seconds")),
+                _ => {
+                    return Err(invalid(
+                        "SVM_TIMEOUT",
+                        &v,
+                        "expected a positive number of seconds",
+                    ))
+                }
             },
         };
         let stats = match get("SVM_STATS").as_deref() {
@@ -136,16 +158,40 @@ impl Config {
             ));
         }
         if space_base % page_size != 0 {
-            return Err(invalid("SVM_SPACE_BASE", &format!("{space_base:#x}"), "must be page aligned"));
+            return Err(invalid(
+                "SVM_SPACE_BASE",
+                &format!("{space_base:#x}"),
+                "must be page aligned",
+            ));
         }
         if space_size < page_size * 64 || space_size % page_size != 0 {
-            return Err(invalid("SVM_SPACE_SIZE", &space_size.to_string(), "must be a page multiple of at least 64 pages"));
+            return Err(invalid(
+                "SVM_SPACE_SIZE",
+                &space_size.to_string(),
+                "must be a page multiple of at least 64 pages",
+            ));
         }
         let spin_polls = match get("SVM_SPIN") {
             None => None,
-            Some(v) => Some(v.trim().parse::<u32>().map_err(|_| invalid("SVM_SPIN", &v, "expected a count"))?),
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u32>()
+                    .map_err(|_| invalid("SVM_SPIN", &v, "expected a count"))?,
+            ),
+        };
+        let prefetch = match get("SVM_PREFETCH") {
+            None => 8,
+            Some(v) => v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|p| *p <= 256)
+                .ok_or_else(|| {
+                    invalid("SVM_PREFETCH", &v, "expected a page count from 0 to 256")
+                })?,
         };
         Ok(Config {
+            prefetch,
             protocol,
             protocol_given,
             fault,
@@ -167,7 +213,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::from_lookup(&|k| m.get(k).cloned())
     }
 
@@ -183,7 +232,10 @@ mod tests {
     #[test]
     fn sizes_and_errors() {
         assert_eq!(parse_size("X", "64G").unwrap(), 64 << 30);
-        assert_eq!(parse_size("X", "0x7000_0000_0000").unwrap(), 0x7000_0000_0000);
+        assert_eq!(
+            parse_size("X", "0x7000_0000_0000").unwrap(),
+            0x7000_0000_0000
+        );
         assert!(cfg(&[("SVM_FAULT", "mmu")]).is_err());
         assert!(cfg(&[("SVM_TIMEOUT", "-1")]).is_err());
         assert!(cfg(&[("SVM_PAGE_SIZE", "1000")]).is_err());

@@ -9,10 +9,10 @@ pub mod page_table;
 pub mod protocol;
 pub mod space;
 pub mod sync;
-pub mod workers;
 pub mod sys;
+pub mod workers;
 
 pub use svm_comm::wire::{Access, NodeId, PageId};
+pub mod api;
 pub mod node;
 pub mod stats;
-pub mod api;

@@ -72,7 +72,10 @@ pub struct WaitCell {
 
 impl WaitCell {
     fn new() -> Self {
-        WaitCell { state: AtomicU32::new(0), result: Mutex::new(None) }
+        WaitCell {
+            state: AtomicU32::new(0),
+            result: Mutex::new(None),
+        }
     }
     fn complete(&self, r: WaitResult) {
         *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
@@ -82,9 +85,19 @@ impl WaitCell {
 }
 
 enum ReleaseCont {
-    Unlock { lock: u64, waiter: Waiter },
-    SemPost { sem: u64, waiter: Waiter },
-    Barrier { barrier: u64, count: u32, waiter: Waiter },
+    Unlock {
+        lock: u64,
+        waiter: Waiter,
+    },
+    SemPost {
+        sem: u64,
+        waiter: Waiter,
+    },
+    Barrier {
+        barrier: u64,
+        count: u32,
+        waiter: Waiter,
+    },
 }
 
 struct AcquireCont {
@@ -153,6 +166,9 @@ impl Context for Ctx<'_> {
     fn home(&self, page: PageId) -> NodeId {
         self.space.home(page)
     }
+    fn same_region(&self, page: PageId, next: PageId) -> bool {
+        self.space.same_region(page, next)
+    }
 }
 
 /// A message of the application or a personality, waiting to be received.
@@ -203,7 +219,16 @@ thread_local! {
 impl Node {
     /// Assembles a node from its parts and starts the engine thread.
     pub fn start(parts: NodeParts) -> Result<Arc<Node>, crate::sys::SysError> {
-        let NodeParts { cfg, me, nodes, space, backend, links, protocols, default_proto } = parts;
+        let NodeParts {
+            cfg,
+            me,
+            nodes,
+            space,
+            backend,
+            links,
+            protocols,
+            default_proto,
+        } = parts;
         let page_size = space.page_size();
         let protocol_name = crate::protocol::PROTOCOL_NAMES[default_proto as usize];
         let state = EngineState {
@@ -260,8 +285,15 @@ impl Node {
             .spawn(move || {
                 let n3 = n2.clone();
                 // A dead engine thread would leave faulting threads parked forever: abort instead.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || n3.engine_loop(poller))).is_err() {
-                    eprintln!("svm: node {}: the engine thread panicked; aborting the node", n2.me);
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                    n3.engine_loop(poller)
+                }))
+                .is_err()
+                {
+                    eprintln!(
+                        "svm: node {}: the engine thread panicked; aborting the node",
+                        n2.me
+                    );
                     std::process::abort();
                 }
             })
@@ -278,7 +310,11 @@ impl Node {
     }
 
     fn ctx(&self) -> Ctx<'_> {
-        Ctx { me: self.me, nodes: self.nodes, space: &self.space }
+        Ctx {
+            me: self.me,
+            nodes: self.nodes,
+            space: &self.space,
+        }
     }
 
     pub fn fault_backend_name(&self) -> &'static str {
@@ -312,7 +348,10 @@ impl Node {
     /// Tells every peer to end with `code` (best effort) and ends this process with it.
     pub fn end_job(&self, code: i32, why: &str) -> ! {
         let _ = ENDING_CODE.compare_exchange(NOT_ENDING, code, Ordering::AcqRel, Ordering::Acquire);
-        let abort = Msg::Abort { reason: format!("node {}: {why}", self.me), code };
+        let abort = Msg::Abort {
+            reason: format!("node {}: {why}", self.me),
+            code,
+        };
         if let Ok(frame) = wire::encode(&abort, self.me, 0, &[]) {
             for l in self.links.iter().flatten() {
                 if l.send(&[&frame]).is_ok() {
@@ -324,10 +363,17 @@ impl Node {
         // reset can destroy the Abort the peer has not read yet. So read (and drop) what
         // arrives until every peer has closed — they exit on the Abort — or a short deadline.
         let deadline = Instant::now() + Duration::from_millis(500);
-        let mut open: Vec<usize> = (0..self.links.len()).filter(|i| self.links[*i].is_some()).collect();
+        let mut open: Vec<usize> = (0..self.links.len())
+            .filter(|i| self.links[*i].is_some())
+            .collect();
         let mut buf = RecvBuf::new();
         while !open.is_empty() && Instant::now() < deadline {
-            open.retain(|&i| matches!(self.links[i].as_ref().map(|l| l.recv_available(&mut buf)), Some(Ok(true))));
+            open.retain(|&i| {
+                matches!(
+                    self.links[i].as_ref().map(|l| l.recv_available(&mut buf)),
+                    Some(Ok(true))
+                )
+            });
             buf = RecvBuf::new();
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -342,12 +388,20 @@ impl Node {
                 Blocked::Barrier(b) => st.sync.describe_barrier(*b),
                 Blocked::SemWait(s) | Blocked::SemPost(s) => st.sems.describe(*s),
                 Blocked::Finish => {
-                    let missing: Vec<usize> =
-                        st.goodbye_from.iter().enumerate().filter(|(_, g)| !**g).map(|(i, _)| i).collect();
+                    let missing: Vec<usize> = st
+                        .goodbye_from
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, g)| !**g)
+                        .map(|(i, _)| i)
+                        .collect();
                     format!("the end of the job (nodes {missing:?} have not finished)")
                 }
             };
-            s.push_str(&format!("\n  a thread has waited {:.1} s for {what}", since.elapsed().as_secs_f64()));
+            s.push_str(&format!(
+                "\n  a thread has waited {:.1} s for {what}",
+                since.elapsed().as_secs_f64()
+            ));
         }
         if let Some((page, w)) = st.pages.oldest_waiter() {
             s.push_str(&format!(
@@ -414,9 +468,14 @@ impl Node {
                     let addr = self.space.page_addr(page);
                     let old = st.pages.access(page);
                     let (present, initial) = self.materialize_source(st, page);
-                    let present = match self.backend.set_access(addr, ps, old, access, present, initial) {
+                    let present = match self
+                        .backend
+                        .set_access(addr, ps, old, access, present, initial)
+                    {
                         Ok(p) => p,
-                        Err(e) => self.fatal(Some(st), &format!("setting page {page} to {access:?}: {e}")),
+                        Err(e) => {
+                            self.fatal(Some(st), &format!("setting page {page} to {access:?}: {e}"))
+                        }
                     };
                     if present {
                         st.shadows.remove(&page);
@@ -427,7 +486,10 @@ impl Node {
                     if incoming.len() != ps {
                         self.fatal(
                             Some(st),
-                            &format!("a page grant for page {page} carried {} bytes, expected {ps}", incoming.len()),
+                            &format!(
+                                "a page grant for page {page} carried {} bytes, expected {ps}",
+                                incoming.len()
+                            ),
                         );
                     }
                     let addr = self.space.page_addr(page);
@@ -457,7 +519,10 @@ impl Node {
                 }
                 Action::MakeTwin { page } => {
                     if st.twins.contains_key(&page) {
-                        self.fatal(Some(st), &format!("protocol error: page {page} already has a twin"));
+                        self.fatal(
+                            Some(st),
+                            &format!("protocol error: page {page} already has a twin"),
+                        );
                     }
                     let mut twin = vec![0u8; ps];
                     self.read_local(st, page, &mut twin);
@@ -469,7 +534,10 @@ impl Node {
                     let mut cur = std::mem::take(&mut st.page_buf);
                     for page in pages {
                         let Some(twin) = st.twins.remove(&page) else {
-                            self.fatal(Some(st), &format!("protocol error: diff of page {page}, which has no twin"));
+                            self.fatal(
+                                Some(st),
+                                &format!("protocol error: diff of page {page}, which has no twin"),
+                            );
                         };
                         self.read_local(st, page, &mut cur);
                         crate::diff::encode(page, &twin, &cur, &mut data);
@@ -495,7 +563,8 @@ impl Node {
             return;
         }
         let (present, initial) = self.materialize_source(st, page);
-        self.backend.read(self.space.page_addr(page), dst, present, initial);
+        self.backend
+            .read(self.space.page_addr(page), dst, present, initial);
     }
 
     /// Applies a diff message to local contents without changing protections: in place where
@@ -503,7 +572,9 @@ impl Node {
     fn apply_diffs(&self, st: &mut EngineState, data: &[u8]) {
         let ps = self.space.page_size();
         let mut patches: Vec<(PageId, usize, Vec<u8>)> = Vec::new();
-        if let Err(e) = crate::diff::apply(data, ps, |page, off, bytes| patches.push((page, off, bytes.to_vec()))) {
+        if let Err(e) = crate::diff::apply(data, ps, |page, off, bytes| {
+            patches.push((page, off, bytes.to_vec()))
+        }) {
             self.fatal(Some(st), &format!("malformed diff message: {e}"));
         }
         st.counters.diff_bytes_applied += data.len() as u64;
@@ -515,9 +586,14 @@ impl Node {
                 j += 1;
             }
             st.counters.diffs_applied += 1;
-            let runs: Vec<(usize, &[u8])> = patches[i..j].iter().map(|(_, o, b)| (*o, &b[..])).collect();
+            let runs: Vec<(usize, &[u8])> =
+                patches[i..j].iter().map(|(_, o, b)| (*o, &b[..])).collect();
             let addr = self.space.page_addr(page);
-            let (access, present) = st.pages.get(page).map(|e| (e.access, e.present)).unwrap_or_default();
+            let (access, present) = st
+                .pages
+                .get(page)
+                .map(|e| (e.access, e.present))
+                .unwrap_or_default();
             let in_place = !st.shadows.contains_key(&page)
                 && match self.backend.patch(addr, ps, access, present, &runs) {
                     Ok(done) => done,
@@ -541,7 +617,11 @@ impl Node {
     /// Whether `page` has local contents, and if not, what materializing it must install: a
     /// static page's take-over contents (only until the page first had local contents; after
     /// that its contents come from the protocol), else nothing (zeros).
-    fn materialize_source<'a>(&'a self, st: &'a EngineState, page: PageId) -> (bool, Option<&'a [u8]>) {
+    fn materialize_source<'a>(
+        &'a self,
+        st: &'a EngineState,
+        page: PageId,
+    ) -> (bool, Option<&'a [u8]>) {
         if let Some(sh) = st.shadows.get(&page) {
             return (false, Some(sh));
         }
@@ -586,7 +666,9 @@ impl Node {
         }
         let probe = PROBE_T0.swap(0, Ordering::AcqRel);
         if probe != 0 {
-            st.counters.fault_detect_ns.record(f.since_ns.saturating_sub(probe));
+            st.counters
+                .fault_detect_ns
+                .record(f.since_ns.saturating_sub(probe));
         }
         let page = self.space.page_of(f.addr);
         let need = if f.write { Access::Write } else { Access::Read };
@@ -604,12 +686,23 @@ impl Node {
             st.counters.local_faults += 1;
             return;
         }
-        e.waiters.push(PageWaiter { waiter: f.waiter, need, since_ns: f.since_ns });
+        e.waiters.push(PageWaiter {
+            waiter: f.waiter,
+            need,
+            since_ns: f.since_ns,
+        });
         let proto = self.space.proto_of(page);
         let mut acts = Vec::new();
-        match st.protocols.get_mut(proto as usize).and_then(|p| p.as_mut()) {
+        match st
+            .protocols
+            .get_mut(proto as usize)
+            .and_then(|p| p.as_mut())
+        {
             Some(p) => p.on_fault(&self.ctx(), page, need, &mut acts),
-            None => self.fatal(Some(st), &format!("page {page} uses protocol {proto}, which this build lacks")),
+            None => self.fatal(
+                Some(st),
+                &format!("page {page} uses protocol {proto}, which this build lacks"),
+            ),
         }
         self.run_actions(st, proto, acts, &[]);
     }
@@ -638,9 +731,16 @@ impl Node {
         match msg {
             Msg::Proto { proto, msg } => {
                 let mut acts = Vec::new();
-                match st.protocols.get_mut(proto as usize).and_then(|p| p.as_mut()) {
+                match st
+                    .protocols
+                    .get_mut(proto as usize)
+                    .and_then(|p| p.as_mut())
+                {
                     Some(p) => p.on_message(&self.ctx(), from, &msg, data.len(), &mut acts),
-                    None => self.fatal(Some(st), &format!("node {from} sent a message of unknown protocol {proto}")),
+                    None => self.fatal(
+                        Some(st),
+                        &format!("node {from} sent a message of unknown protocol {proto}"),
+                    ),
                 }
                 self.run_actions(st, proto, acts, data);
             }
@@ -661,17 +761,27 @@ impl Node {
             }
             Msg::Abort { reason, code } => {
                 if code != 0 {
-                    eprintln!("svm: node {}: the job was ended by {reason} (status {code})", self.me);
+                    eprintln!(
+                        "svm: node {}: the job was ended by {reason} (status {code})",
+                        self.me
+                    );
                 }
                 crate::sys::exit_now(code);
             }
             Msg::User { tag } => {
                 let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
-                b.push_back(UserMessage { from, tag, data: data.to_vec() });
+                b.push_back(UserMessage {
+                    from,
+                    tag,
+                    data: data.to_vec(),
+                });
                 self.user_cv.notify_all();
             }
             Msg::Hello { .. } | Msg::PeerTable { .. } => {
-                self.fatal(Some(st), &format!("node {from} sent a handshake message after setup (protocol error)"));
+                self.fatal(
+                    Some(st),
+                    &format!("node {from} sent a handshake message after setup (protocol error)"),
+                );
             }
         }
         st.handling_remote = false;
@@ -720,11 +830,17 @@ impl Node {
         for ev in evs {
             match ev {
                 SyncEvent::Send { to, msg } => self.send(st, to, Msg::Sync(msg), &[]),
-                SyncEvent::Granted { waiter, notices, .. } => {
-                    self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices)
+                SyncEvent::Granted {
+                    waiter, notices, ..
+                } => self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices),
+                SyncEvent::TryFailed { waiter, .. } => {
+                    self.complete(st, waiter, WaitResult::TryFailed)
                 }
-                SyncEvent::TryFailed { waiter, .. } => self.complete(st, waiter, WaitResult::TryFailed),
-                SyncEvent::BarrierDone { barrier, waiters, notices } => {
+                SyncEvent::BarrierDone {
+                    barrier,
+                    waiters,
+                    notices,
+                } => {
                     if barrier == GLOBAL_BARRIER {
                         // Every node takes part in the global barrier: notices kept for locks
                         // and semaphores from before it are now redundant (see SyncState).
@@ -732,19 +848,30 @@ impl Node {
                         st.sems.clear_notices();
                     }
                     let token = Self::new_token(st);
-                    st.acquires.insert(token, AcquireCont { waiters, result: WaitResult::BarrierDone });
+                    st.acquires.insert(
+                        token,
+                        AcquireCont {
+                            waiters,
+                            result: WaitResult::BarrierDone,
+                        },
+                    );
                     self.acquire_all(st, token, &notices, true);
                 }
-                SyncEvent::BarrierMismatch { waiter, expected, got, .. } => {
-                    self.complete(st, waiter, WaitResult::BarrierMismatch { expected, got })
-                }
+                SyncEvent::BarrierMismatch {
+                    waiter,
+                    expected,
+                    got,
+                    ..
+                } => self.complete(st, waiter, WaitResult::BarrierMismatch { expected, got }),
             }
         }
     }
 
     /// The protocol instance of `page`.
     fn protocol_of<'a>(&self, st: &'a EngineState, page: PageId) -> Option<&'a dyn Protocol> {
-        st.protocols.get(self.space.proto_of(page) as usize).and_then(|p| p.as_deref())
+        st.protocols
+            .get(self.space.proto_of(page) as usize)
+            .and_then(|p| p.as_deref())
     }
 
     /// Records one protocol's answer for `token`; returns the gathered notices once every
@@ -762,7 +889,9 @@ impl Node {
     /// Runs a release (lock release, semaphore post, barrier arrival with `barrier`) in every
     /// protocol; it completes when all have answered.
     fn release_all(&self, st: &mut EngineState, token: u64, barrier: bool) {
-        let ids: Vec<u8> = (0..st.protocols.len() as u8).filter(|i| st.protocols[*i as usize].is_some()).collect();
+        let ids: Vec<u8> = (0..st.protocols.len() as u8)
+            .filter(|i| st.protocols[*i as usize].is_some())
+            .collect();
         st.fanin.insert(token, (ids.len(), Vec::new()));
         for id in ids {
             let mut acts = Vec::new();
@@ -780,7 +909,9 @@ impl Node {
     /// Runs an acquire (lock grant, semaphore grant, barrier departure with `barrier`) in
     /// every protocol; the waiters wake when all have answered.
     fn acquire_all(&self, st: &mut EngineState, token: u64, notices: &[PageId], barrier: bool) {
-        let ids: Vec<u8> = (0..st.protocols.len() as u8).filter(|i| st.protocols[*i as usize].is_some()).collect();
+        let ids: Vec<u8> = (0..st.protocols.len() as u8)
+            .filter(|i| st.protocols[*i as usize].is_some())
+            .collect();
         st.fanin.insert(token, (ids.len(), Vec::new()));
         for id in ids {
             let mut acts = Vec::new();
@@ -795,14 +926,22 @@ impl Node {
         }
     }
 
-    fn start_acquire(&self, st: &mut EngineState, waiters: Vec<Waiter>, result: WaitResult, notices: &[PageId]) {
+    fn start_acquire(
+        &self,
+        st: &mut EngineState,
+        waiters: Vec<Waiter>,
+        result: WaitResult,
+        notices: &[PageId],
+    ) {
         let token = Self::new_token(st);
         st.acquires.insert(token, AcquireCont { waiters, result });
         self.acquire_all(st, token, notices, false);
     }
 
     fn release_done(&self, st: &mut EngineState, token: u64, notices: Vec<PageId>) {
-        let Some(c) = st.releases.remove(&token) else { return };
+        let Some(c) = st.releases.remove(&token) else {
+            return;
+        };
         let mut evs = Vec::new();
         match c {
             ReleaseCont::Unlock { lock, waiter } => {
@@ -819,8 +958,15 @@ impl Node {
                 self.run_sync_events(st, evs);
                 self.complete(st, waiter, WaitResult::Released);
             }
-            ReleaseCont::Barrier { barrier, count, waiter } => {
-                match st.sync.barrier_arrive(barrier, count, waiter, notices, &mut evs) {
+            ReleaseCont::Barrier {
+                barrier,
+                count,
+                waiter,
+            } => {
+                match st
+                    .sync
+                    .barrier_arrive(barrier, count, waiter, notices, &mut evs)
+                {
                     Ok(()) => self.run_sync_events(st, evs),
                     Err(_) => self.complete(st, waiter, WaitResult::ZeroCount),
                 }
@@ -835,13 +981,21 @@ impl Node {
             w = self.next_waiter.fetch_add(1, Ordering::Relaxed);
             THREAD_WAITER.with(|c| c.set(w));
         }
-        let cell = st.cells.entry(w).or_insert_with(|| Arc::new(WaitCell::new())).clone();
+        let cell = st
+            .cells
+            .entry(w)
+            .or_insert_with(|| Arc::new(WaitCell::new()))
+            .clone();
         (w, cell)
     }
 
     /// Runs `op` under the state lock for the calling thread, then sleeps until the engine
     /// completes the thread's wait (or the deadline ends the node).
-    fn wait_op(&self, what: Blocked, op: impl FnOnce(&Node, &mut EngineState, Waiter)) -> WaitResult {
+    fn wait_op(
+        &self,
+        what: Blocked,
+        op: impl FnOnce(&Node, &mut EngineState, Waiter),
+    ) -> WaitResult {
         let cell = {
             let mut st = self.lock_state();
             let (w, cell) = self.thread_waiter(&mut st);
@@ -857,7 +1011,10 @@ impl Node {
             let st = self.lock_state();
             self.fatal(
                 Some(&st),
-                &format!("timed out after {:?} (SVM_TIMEOUT) waiting for {what:?}", self.cfg.timeout),
+                &format!(
+                    "timed out after {:?} (SVM_TIMEOUT) waiting for {what:?}",
+                    self.cfg.timeout
+                ),
             );
         }
         let r = cell.result.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -874,7 +1031,10 @@ impl Node {
         });
         let ok = r == WaitResult::Granted;
         if ok {
-            self.lock_state().counters.lock_acquire_ns.record(t0.elapsed().as_nanos() as u64);
+            self.lock_state()
+                .counters
+                .lock_acquire_ns
+                .record(t0.elapsed().as_nanos() as u64);
         }
         ok
     }
@@ -887,7 +1047,13 @@ impl Node {
                 return;
             }
             let token = Self::new_token(st);
-            st.releases.insert(token, ReleaseCont::Unlock { lock: id, waiter: w });
+            st.releases.insert(
+                token,
+                ReleaseCont::Unlock {
+                    lock: id,
+                    waiter: w,
+                },
+            );
             n.release_all(st, token, false);
         });
         r == WaitResult::Released
@@ -912,7 +1078,11 @@ impl Node {
     pub fn send_user(&self, to: NodeId, tag: u64, data: &[u8]) {
         if to == self.me {
             let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
-            b.push_back(UserMessage { from: to, tag, data: data.to_vec() });
+            b.push_back(UserMessage {
+                from: to,
+                tag,
+                data: data.to_vec(),
+            });
             self.user_cv.notify_all();
             return;
         }
@@ -940,9 +1110,19 @@ impl Node {
                 }
                 drop(b);
                 let st = self.lock_state();
-                self.fatal(Some(&st), &format!("timed out after {:?} (SVM_TIMEOUT) waiting for a message", self.cfg.timeout));
+                self.fatal(
+                    Some(&st),
+                    &format!(
+                        "timed out after {:?} (SVM_TIMEOUT) waiting for a message",
+                        self.cfg.timeout
+                    ),
+                );
             }
-            b = self.user_cv.wait_timeout(b, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            b = self
+                .user_cv
+                .wait_timeout(b, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -950,7 +1130,8 @@ impl Node {
     pub fn sem_post(&self, id: u64) {
         self.wait_op(Blocked::SemPost(id), |n, st, w| {
             let token = Self::new_token(st);
-            st.releases.insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
+            st.releases
+                .insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
             n.release_all(st, token, false);
         });
     }
@@ -973,10 +1154,20 @@ impl Node {
                 return;
             }
             let token = Self::new_token(st);
-            st.releases.insert(token, ReleaseCont::Barrier { barrier: id, count, waiter: w });
+            st.releases.insert(
+                token,
+                ReleaseCont::Barrier {
+                    barrier: id,
+                    count,
+                    waiter: w,
+                },
+            );
             n.release_all(st, token, true);
         });
-        self.lock_state().counters.barrier_wait_ns.record(t0.elapsed().as_nanos() as u64);
+        self.lock_state()
+            .counters
+            .barrier_wait_ns
+            .record(t0.elapsed().as_nanos() as u64);
         r
     }
 
@@ -1033,7 +1224,13 @@ impl Node {
             c.notices_sent += ps.notices_sent;
             c.notice_invalidations += ps.notice_invalidations;
         }
-        Stats::from_counters(&c, self.me, self.nodes, self.protocol_name, self.backend.name())
+        Stats::from_counters(
+            &c,
+            self.me,
+            self.nodes,
+            self.protocol_name,
+            self.backend.name(),
+        )
     }
 
     // ----------------------------------------------------------------------------------------
@@ -1045,8 +1242,13 @@ impl Node {
         let mut bufs: Vec<RecvBuf> = (0..self.nodes).map(|_| RecvBuf::new()).collect();
         let mut closed = vec![false; self.nodes as usize];
         let mut idle_polls = 0u32;
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let spin_polls = self.cfg.spin_polls.unwrap_or(if self.nodes as usize <= cpus { 64 } else { 0 });
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let spin_polls = self
+            .cfg
+            .spin_polls
+            .unwrap_or(if self.nodes as usize <= cpus { 64 } else { 0 });
         let mut last_check = Instant::now();
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
@@ -1084,7 +1286,9 @@ impl Node {
                         if closed[peer] {
                             continue;
                         }
-                        let Some(link) = self.links[peer].as_ref() else { continue };
+                        let Some(link) = self.links[peer].as_ref() else {
+                            continue;
+                        };
                         let alive = match link.recv_available(&mut bufs[peer]) {
                             Ok(a) => a,
                             Err(e) => {
@@ -1140,7 +1344,10 @@ impl Node {
                     if waited > self.cfg.timeout {
                         self.fatal(
                             Some(&st),
-                            &format!("a page fault was not served within {:?} (SVM_TIMEOUT)", self.cfg.timeout),
+                            &format!(
+                                "a page fault was not served within {:?} (SVM_TIMEOUT)",
+                                self.cfg.timeout
+                            ),
                         );
                     }
                 }
@@ -1162,15 +1369,20 @@ impl Node {
                     continue;
                 }
                 while let Ok(Some(frame)) = bufs[i].next_frame() {
-                    if let Ok(wire::Frame { msg: Msg::Abort { code, .. }, .. }) = wire::decode(frame) {
+                    if let Ok(wire::Frame {
+                        msg: Msg::Abort { code, .. },
+                        ..
+                    }) = wire::decode(frame)
+                    {
                         crate::sys::exit_now(code);
                     }
                 }
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        self.fatal(Some(st), &format!("lost node {peer} ({why}); it died or its connection broke"))
+        self.fatal(
+            Some(st),
+            &format!("lost node {peer} ({why}); it died or its connection broke"),
+        )
     }
 }
-
-

@@ -43,11 +43,20 @@ impl PageTable {
     }
 
     pub fn access(&self, page: PageId) -> Access {
-        self.pages.get(&page).map(|e| e.access).unwrap_or(Access::None)
+        self.pages
+            .get(&page)
+            .map(|e| e.access)
+            .unwrap_or(Access::None)
     }
 
     /// Records a new protection and returns the waiters it satisfies (removed from the page).
-    pub fn set_access(&mut self, page: PageId, access: Access, present: bool, woken: &mut Vec<PageWaiter>) {
+    pub fn set_access(
+        &mut self,
+        page: PageId,
+        access: Access,
+        present: bool,
+        woken: &mut Vec<PageWaiter>,
+    ) {
         let e = self.entry(page);
         e.access = access;
         e.present = present;
@@ -72,7 +81,10 @@ impl PageTable {
 
     /// Number of pages with waiters (diagnostics).
     pub fn pages_waited_on(&self) -> usize {
-        self.pages.values().filter(|e| !e.waiters.is_empty()).count()
+        self.pages
+            .values()
+            .filter(|e| !e.waiters.is_empty())
+            .count()
     }
 }
 
@@ -83,8 +95,14 @@ mod tests {
     #[test]
     fn raising_access_wakes_exactly_the_satisfied_waiters() {
         let mut t = PageTable::default();
-        let w = |n, need| PageWaiter { waiter: WaiterRef::Slot(n), need, since_ns: n as u64 };
-        t.entry(7).waiters.extend([w(1, Access::Read), w(2, Access::Write), w(3, Access::Read)]);
+        let w = |n, need| PageWaiter {
+            waiter: WaiterRef::Slot(n),
+            need,
+            since_ns: n as u64,
+        };
+        t.entry(7)
+            .waiters
+            .extend([w(1, Access::Read), w(2, Access::Write), w(3, Access::Read)]);
         let mut woken = Vec::new();
         t.set_access(7, Access::Read, true, &mut woken);
         let mut ids: Vec<_> = woken.iter().map(|w| w.waiter).collect();

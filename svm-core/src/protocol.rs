@@ -34,7 +34,11 @@ pub use svm_comm::wire::{Access, NodeId, PageId, ProtoMsg};
 pub enum Action {
     /// Send `msg` to node `to` (possibly this node). With `attach = Some(p)` the engine reads
     /// the current local contents of page `p` and sends them as the frame's raw data.
-    Send { to: NodeId, msg: ProtoMsg, attach: Option<PageId> },
+    Send {
+        to: NodeId,
+        msg: ProtoMsg,
+        attach: Option<PageId>,
+    },
     /// Set the local protection of `page` (None = inaccessible, Read = read-only, Write = RW).
     /// Lowering to `None` on a node that is not the page's owner may discard the contents.
     SetAccess { page: PageId, access: Access },
@@ -59,7 +63,11 @@ pub enum Action {
     /// otherwise). The diffs are computed when the action executes, so the protocol lowers
     /// the pages to `Read` first (an earlier `SetAccess`) to keep writes from slipping in
     /// between the diff and the twin's removal. An empty `pages` sends `msg` with no data.
-    SendDiffs { to: NodeId, msg: ProtoMsg, pages: Vec<PageId> },
+    SendDiffs {
+        to: NodeId,
+        msg: ProtoMsg,
+        pages: Vec<PageId>,
+    },
     /// Apply the diffs carried as raw data by the message being handled (`crate::diff::apply`)
     /// to the local contents of the pages they name (materializing a zero page for a page not
     /// present here), without changing any protection and without waking anyone. Only valid
@@ -76,6 +84,11 @@ pub trait Context {
     fn nodes(&self) -> NodeId;
     /// Home (manager) node of `page`, from the region's home policy.
     fn home(&self, page: PageId) -> NodeId;
+    /// Whether `next` lies in the same allocated region as `page` (so it may be sent ahead to
+    /// a node reading `page`: every node knows that region). Default: yes.
+    fn same_region(&self, _page: PageId, _next: PageId) -> bool {
+        true
+    }
 }
 
 /// A simple [`Context`] for tests and the simulator: the home of page `p` is `homes(p)`.
@@ -149,7 +162,13 @@ pub trait Protocol: Send {
     /// A local thread has been granted a lock carrying `notices` (for a grant handed over
     /// locally, without the manager, `notices` is empty). The protocol must eventually emit
     /// `AcquireDone { token }`. (Barrier departures go to [`Protocol::on_barrier_depart`].)
-    fn on_acquire(&mut self, ctx: &dyn Context, token: u64, notices: &[PageId], out: &mut Vec<Action>);
+    fn on_acquire(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    );
 
     /// A local thread arrives at a barrier: a release of everything this node wrote (the
     /// *global scope*). Same contract as [`Protocol::on_release`]; the notices returned go to
@@ -162,7 +181,13 @@ pub trait Protocol: Send {
     /// This node's threads leave a barrier; `notices` is the union of the notices of every
     /// arrival. Same contract as [`Protocol::on_acquire`]. The engine calls this (not
     /// `on_acquire`) at barrier departures. Default: `on_acquire`.
-    fn on_barrier_depart(&mut self, ctx: &dyn Context, token: u64, notices: &[PageId], out: &mut Vec<Action>) {
+    fn on_barrier_depart(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
         self.on_acquire(ctx, token, notices, out)
     }
 
@@ -174,6 +199,16 @@ pub trait Protocol: Send {
     /// A human-readable account of what the protocol knows about `page` (for deadline
     /// diagnostics: who owns it, what is pending).
     fn describe(&self, page: PageId) -> String;
+
+    /// Applies the user's tuning (`SVM_PREFETCH`, ...); protocols ignore what they lack.
+    fn configure(&mut self, _opts: &ProtocolOptions) {}
+}
+
+/// Tuning the engine passes to every protocol instance at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProtocolOptions {
+    /// Read-ahead: pages granted unasked behind a sequential read stream (0 = off).
+    pub read_ahead: usize,
 }
 
 /// Protocol names by wire id (`Msg::Proto { proto }`): the index in this list.
@@ -181,5 +216,8 @@ pub const PROTOCOL_NAMES: &[&str] = &["sc-sw", "sc-mw", "scope"];
 
 /// Wire id of a protocol name.
 pub fn protocol_id(name: &str) -> Option<u8> {
-    PROTOCOL_NAMES.iter().position(|n| *n == name).map(|i| i as u8)
+    PROTOCOL_NAMES
+        .iter()
+        .position(|n| *n == name)
+        .map(|i| i as u8)
 }

@@ -32,7 +32,11 @@ pub enum Home {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SpaceError {
     #[error("allocation of {bytes} bytes does not fit: {arena} arena has {free} bytes left (raise SVM_SPACE_SIZE)")]
-    OutOfSpace { bytes: usize, arena: &'static str, free: usize },
+    OutOfSpace {
+        bytes: usize,
+        arena: &'static str,
+        free: usize,
+    },
     #[error("allocation of 0 bytes")]
     Empty,
     #[error("home node {node} does not exist in a job of {nodes} nodes")]
@@ -75,12 +79,26 @@ struct Arena {
 
 impl Arena {
     fn new(start: usize, end: usize) -> Arena {
-        Arena { end, top: start, free: Vec::new(), live: Default::default() }
+        Arena {
+            end,
+            top: start,
+            free: Vec::new(),
+            live: Default::default(),
+        }
     }
 
-    fn alloc(&mut self, bytes: usize, align: usize, name: &'static str) -> Result<usize, SpaceError> {
+    fn alloc(
+        &mut self,
+        bytes: usize,
+        align: usize,
+        name: &'static str,
+    ) -> Result<usize, SpaceError> {
         let len = bytes.div_ceil(align) * align;
-        if let Some(i) = self.free.iter().position(|&(a, l)| l >= len && a % align == 0) {
+        if let Some(i) = self
+            .free
+            .iter()
+            .position(|&(a, l)| l >= len && a % align == 0)
+        {
             let (a, l) = self.free.swap_remove(i);
             if l > len {
                 self.free.push((a + len, l - len));
@@ -90,7 +108,11 @@ impl Arena {
         }
         let a = self.top.div_ceil(align) * align;
         if a.checked_add(len).is_none_or(|e| e > self.end) {
-            return Err(SpaceError::OutOfSpace { bytes, arena: name, free: self.end.saturating_sub(a) });
+            return Err(SpaceError::OutOfSpace {
+                bytes,
+                arena: name,
+                free: self.end.saturating_sub(a),
+            });
         }
         self.top = a + len;
         self.live.insert(a, len);
@@ -98,7 +120,10 @@ impl Arena {
     }
 
     fn free(&mut self, addr: usize) -> Result<usize, SpaceError> {
-        let len = self.live.remove(&addr).ok_or(SpaceError::BadFree { addr })?;
+        let len = self
+            .live
+            .remove(&addr)
+            .ok_or(SpaceError::BadFree { addr })?;
         self.free.push((addr, len));
         Ok(len)
     }
@@ -167,17 +192,31 @@ impl Space {
     /// Adds a static segment `[base, base+size)` (page aligned) homed on `home`; `initial` is
     /// its contents at take-over (kept on the home only).
     pub fn add_static(&mut self, base: usize, size: usize, home: NodeId, initial: Vec<u8>) {
-        let first = self.statics.last().map(|s| s.first + (s.size / self.page_size) as u64).unwrap_or(STATIC_PAGE_BASE);
+        let first = self
+            .statics
+            .last()
+            .map(|s| s.first + (s.size / self.page_size) as u64)
+            .unwrap_or(STATIC_PAGE_BASE);
         let initial = (home == self.me).then_some(initial);
-        self.statics.push(StaticSeg { base, size, first, home, initial });
+        self.statics.push(StaticSeg {
+            base,
+            size,
+            first,
+            home,
+            initial,
+        });
     }
 
     fn static_of_addr(&self, addr: usize) -> Option<&StaticSeg> {
-        self.statics.iter().find(|s| addr >= s.base && addr < s.base + s.size)
+        self.statics
+            .iter()
+            .find(|s| addr >= s.base && addr < s.base + s.size)
     }
 
     fn static_of_page(&self, page: PageId) -> Option<&StaticSeg> {
-        self.statics.iter().find(|s| page >= s.first && page < s.first + (s.size / self.page_size) as u64)
+        self.statics
+            .iter()
+            .find(|s| page >= s.first && page < s.first + (s.size / self.page_size) as u64)
     }
 
     /// The contents a static page had at take-over, on its home (None elsewhere and for window
@@ -269,6 +308,39 @@ impl Space {
         }
     }
 
+    /// Whether pages `a` and `b` lie in one allocated region: the same collective allocation,
+    /// the same static segment, or the allocated part of the same node's arena (for another
+    /// node's arena, just the same arena: its allocation top is not known here).
+    pub fn same_region(&self, a: PageId, b: PageId) -> bool {
+        if a >= STATIC_PAGE_BASE || b >= STATIC_PAGE_BASE {
+            return match (self.static_of_page(a), self.static_of_page(b)) {
+                (Some(x), Some(y)) => std::ptr::eq(x, y),
+                _ => false,
+            };
+        }
+        let (aa, ba) = (self.page_addr(a), self.page_addr(b));
+        let cend = self.collective_end();
+        if aa < cend || ba < cend {
+            if aa >= cend || ba >= cend {
+                return false;
+            }
+            let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
+            let i = regions.partition_point(|r| r.end <= a);
+            return regions
+                .get(i)
+                .is_some_and(|r| r.start <= a && b >= r.start && b < r.end);
+        }
+        let arena = |addr: usize| (addr - cend) / self.node_arena_size;
+        if arena(aa) != arena(ba) {
+            return false;
+        }
+        if arena(aa) == self.me as usize {
+            let top = self.local.lock().unwrap_or_else(|p| p.into_inner()).top;
+            return ba < top;
+        }
+        true
+    }
+
     /// True if `page` lies in the collective arena above everything this node has allocated
     /// there so far: another node is ahead of us in the collective call sequence, and requests
     /// for it must wait until we catch up (its home is not known yet).
@@ -280,12 +352,25 @@ impl Space {
         if addr >= self.collective_end() {
             return false;
         }
-        let top = self.collective.lock().unwrap_or_else(|p| p.into_inner()).top;
+        let top = self
+            .collective
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .top;
         addr >= top
     }
 
     fn check_home(&self, home: &Home) -> Result<(), SpaceError> {
-        let bad = |n: NodeId| if n >= self.nodes { Err(SpaceError::BadHome { node: n, nodes: self.nodes }) } else { Ok(()) };
+        let bad = |n: NodeId| {
+            if n >= self.nodes {
+                Err(SpaceError::BadHome {
+                    node: n,
+                    nodes: self.nodes,
+                })
+            } else {
+                Ok(())
+            }
+        };
         match home {
             Home::Node(n) => bad(*n),
             Home::Custom(list) if list.is_empty() => Err(SpaceError::Empty),
@@ -303,7 +388,12 @@ impl Space {
     }
 
     /// [`Space::alloc_collective`] for a region whose pages use protocol `proto`.
-    pub fn alloc_collective_proto(&self, bytes: usize, home: Home, proto: u8) -> Result<usize, SpaceError> {
+    pub fn alloc_collective_proto(
+        &self,
+        bytes: usize,
+        home: Home,
+        proto: u8,
+    ) -> Result<usize, SpaceError> {
         if bytes == 0 {
             return Err(SpaceError::Empty);
         }
@@ -317,13 +407,25 @@ impl Space {
         let mut regions = self.regions.write().unwrap_or_else(|p| p.into_inner());
         regions.retain(|r| r.end <= start || r.start >= end);
         let i = regions.partition_point(|r| r.end <= start);
-        regions.insert(i, Region { start, end, home, proto });
+        regions.insert(
+            i,
+            Region {
+                start,
+                end,
+                home,
+                proto,
+            },
+        );
         Ok(addr)
     }
 
     /// Collective free (same order on every node).
     pub fn free_collective(&self, addr: usize) -> Result<(), SpaceError> {
-        self.collective.lock().unwrap_or_else(|p| p.into_inner()).free(addr).map(|_| ())
+        self.collective
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .free(addr)
+            .map(|_| ())
     }
 
     /// Local allocation in this node's arena (no messages; home = this node).
@@ -331,12 +433,23 @@ impl Space {
         if bytes == 0 {
             return Err(SpaceError::Empty);
         }
-        let align = if bytes >= self.page_size { self.page_size } else { SMALL_ALIGN };
-        self.local.lock().unwrap_or_else(|p| p.into_inner()).alloc(bytes, align, "this node's")
+        let align = if bytes >= self.page_size {
+            self.page_size
+        } else {
+            SMALL_ALIGN
+        };
+        self.local
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .alloc(bytes, align, "this node's")
     }
 
     pub fn free_local(&self, addr: usize) -> Result<(), SpaceError> {
-        self.local.lock().unwrap_or_else(|p| p.into_inner()).free(addr).map(|_| ())
+        self.local
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .free(addr)
+            .map(|_| ())
     }
 
     pub fn me(&self) -> NodeId {
@@ -357,11 +470,20 @@ mod tests {
         for s in [&a, &b] {
             assert_eq!(s.alloc_collective(100, Home::Node(2)).unwrap(), B);
             assert_eq!(s.alloc_collective(8 * 4096, Home::Block).unwrap(), B + 4096);
-            assert_eq!(s.alloc_collective(8 * 4096, Home::Cyclic).unwrap(), B + 9 * 4096);
+            assert_eq!(
+                s.alloc_collective(8 * 4096, Home::Cyclic).unwrap(),
+                B + 9 * 4096
+            );
         }
         assert_eq!(a.home(0), 2);
-        assert_eq!((1..9).map(|p| a.home(p)).collect::<Vec<_>>(), vec![0, 0, 1, 1, 2, 2, 3, 3]);
-        assert_eq!((9..13).map(|p| b.home(p)).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        assert_eq!(
+            (1..9).map(|p| a.home(p)).collect::<Vec<_>>(),
+            vec![0, 0, 1, 1, 2, 2, 3, 3]
+        );
+        assert_eq!(
+            (9..13).map(|p| b.home(p)).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3]
+        );
         assert!(a.is_unknown_collective(20));
         assert!(!a.is_unknown_collective(3));
     }
@@ -391,18 +513,53 @@ mod tests {
         assert_eq!(s.page_addr(p), 0x55_1000);
         assert_eq!(s.home(p), 0);
         assert!(s.contains(0x55_2fff) && !s.contains(0x55_3000));
-        assert_eq!(s.initial_contents(p), None, "initial contents are kept on the home only");
+        assert_eq!(
+            s.initial_contents(p),
+            None,
+            "initial contents are kept on the home only"
+        );
         let mut h = Space::new(B, 1 << 30, 4096, 0, 2);
         h.add_static(0x55_0000, 3 * 4096, 0, vec![7u8; 3 * 4096]);
-        assert_eq!(h.initial_contents(STATIC_PAGE_BASE + 2).map(|c| c[0]), Some(7));
+        assert_eq!(
+            h.initial_contents(STATIC_PAGE_BASE + 2).map(|c| c[0]),
+            Some(7)
+        );
         assert!(!h.is_unknown_collective(STATIC_PAGE_BASE));
+        assert!(h.same_region(STATIC_PAGE_BASE, STATIC_PAGE_BASE + 2));
+        assert!(!h.same_region(STATIC_PAGE_BASE + 2, STATIC_PAGE_BASE + 3));
+    }
+
+    #[test]
+    fn same_region_stays_inside_allocations() {
+        let s = Space::new(B, 1 << 30, 4096, 0, 2);
+        s.alloc_collective(2 * 4096, Home::Node(0)).unwrap();
+        s.alloc_collective(4096, Home::Node(0)).unwrap();
+        assert!(s.same_region(0, 1));
+        assert!(
+            !s.same_region(1, 2),
+            "the next allocation is another region"
+        );
+        assert!(!s.same_region(2, 3), "beyond every allocation");
+        let a = s.alloc_local(3 * 4096).unwrap();
+        let p = s.page_of(a);
+        assert!(s.same_region(p, p + 2));
+        assert!(
+            !s.same_region(p + 2, p + 3),
+            "past this node's allocation top"
+        );
     }
 
     #[test]
     fn errors() {
         let s = Space::new(B, 1 << 20, 4096, 0, 2);
         assert_eq!(s.alloc_collective(0, Home::Block), Err(SpaceError::Empty));
-        assert!(matches!(s.alloc_collective(1 << 30, Home::Block), Err(SpaceError::OutOfSpace { .. })));
-        assert_eq!(s.alloc_collective(1, Home::Node(5)), Err(SpaceError::BadHome { node: 5, nodes: 2 }));
+        assert!(matches!(
+            s.alloc_collective(1 << 30, Home::Block),
+            Err(SpaceError::OutOfSpace { .. })
+        ));
+        assert_eq!(
+            s.alloc_collective(1, Home::Node(5)),
+            Err(SpaceError::BadHome { node: 5, nodes: 2 })
+        );
     }
 }

@@ -152,7 +152,13 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn from_counters(c: &Counters, node: u16, nodes: u16, protocol: &str, fault_backend: &str) -> Stats {
+    pub fn from_counters(
+        c: &Counters,
+        node: u16,
+        nodes: u16,
+        protocol: &str,
+        fault_backend: &str,
+    ) -> Stats {
         Stats {
             node,
             nodes,
@@ -217,7 +223,11 @@ impl fmt::Display for Stats {
         writeln!(
             f,
             "  diffs                  twins={} created={} ({} B) applied={} ({} B)",
-            self.twins_made, self.diffs_created, self.diff_bytes_sent, self.diffs_applied, self.diff_bytes_applied
+            self.twins_made,
+            self.diffs_created,
+            self.diff_bytes_sent,
+            self.diffs_applied,
+            self.diff_bytes_applied
         )?;
         writeln!(
             f,

@@ -119,7 +119,10 @@ pub fn start(factory: ProtocolFactory, opts: InitOptions, runner: TaskRunner) ->
     }
     let mut queues = Vec::with_capacity(nodes);
     for k in 0..nodes {
-        queues.push(or_fail(api::alloc_collective_with::<u64>(2 + 2 * QUEUE, Home::Node(k as u16))));
+        queues.push(or_fail(api::alloc_collective_with::<u64>(
+            2 + 2 * QUEUE,
+            Home::Node(k as u16),
+        )));
     }
     or_fail(api::barrier());
     if prints.get(me) != prints.get(0) {
@@ -207,10 +210,12 @@ impl Procs {
 
     fn spawn(&self, f: usize, arg: u64) {
         let runner = self.runner;
-        let r = std::thread::Builder::new().name("svm-task".into()).spawn(move || {
-            guard("a task", || runner(f, arg));
-            or_fail(api::sem_post(DONE_SEM));
-        });
+        let r = std::thread::Builder::new()
+            .name("svm-task".into())
+            .spawn(move || {
+                guard("a task", || runner(f, arg));
+                or_fail(api::sem_post(DONE_SEM));
+            });
         if let Err(e) = r {
             fail(&format!("cannot start a task thread: {e}"));
         }

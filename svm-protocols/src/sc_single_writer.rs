@@ -117,6 +117,11 @@ struct ManagerPage {
 pub struct ScSingleWriter {
     pages: HashMap<PageId, NodePage>,
     managed: HashMap<PageId, ManagerPage>,
+    /// Read-ahead: pages granted unasked behind a sequential read stream (0 = off).
+    prefetch: usize,
+    /// Manager: per reader, the page after the last one it was granted (a read request for
+    /// exactly that page continues a sequential stream).
+    streams: HashMap<NodeId, PageId>,
     /// Messages from this node to itself, handled in place in FIFO order.
     local: VecDeque<ProtoMsg>,
     stats: ProtocolStats,
@@ -125,6 +130,13 @@ pub struct ScSingleWriter {
 impl ScSingleWriter {
     pub fn new() -> Self {
         ScSingleWriter::default()
+    }
+
+    /// With read-ahead: when a node's read requests walk pages in order, the manager also
+    /// grants it read copies of up to `pages` following pages it owns and that are idle, in
+    /// the same breath (the node is added to their copysets, exactly as if it had asked).
+    pub fn with_prefetch(pages: usize) -> Self {
+        ScSingleWriter { prefetch: pages, ..Default::default() }
     }
 
     fn node_page(&mut self, ctx: &dyn Context, page: PageId) -> &mut NodePage {
@@ -265,21 +277,34 @@ impl ScSingleWriter {
         from: NodeId,
         out: &mut Vec<Action>,
     ) {
+        let home = ctx.home(page);
+        let np = self.node_page(ctx, page);
+        if access == Access::Read && np.access >= Access::Read {
+            // An unasked read grant (read-ahead) crossed this node's own request for the
+            // page: the copy held is the same, and the manager counts this node a reader.
+            if np.outstanding == Some(Access::Read) {
+                np.outstanding = None;
+            }
+            return;
+        }
         if with_data {
             out.push(Action::InstallIncoming { page, access });
         } else {
             out.push(Action::SetAccess { page, access });
         }
-        let home = ctx.home(page);
         let np = self.node_page(ctx, page);
         np.access = access;
-        np.outstanding = None;
+        // A read grant does not answer an outstanding write request (read-ahead can bring one
+        // while the node waits for write access).
+        if np.outstanding.is_some_and(|o| access >= o) {
+            np.outstanding = None;
+        }
         let mut became_owner = false;
         if access == Access::Write {
             became_owner = !np.is_owner;
             np.is_owner = true;
         }
-        let upgrade = std::mem::take(&mut np.upgrade_wanted) && access < Access::Write;
+        let upgrade = np.outstanding.is_none() && std::mem::take(&mut np.upgrade_wanted) && access < Access::Write;
         if became_owner {
             self.stats.ownership_received += 1;
         }
@@ -350,6 +375,7 @@ impl ScSingleWriter {
             }
             self.send(ctx, reader, grant_read(true), Some(page), out);
             self.managed_page(ctx, page).copyset.insert(reader);
+            self.read_ahead(ctx, page, reader, out);
         } else {
             self.managed_page(ctx, page).busy = Some(Busy::AwaitDone {
                 requester: reader,
@@ -363,6 +389,42 @@ impl ScSingleWriter {
                 out,
             );
         }
+    }
+
+    /// Grants `reader` read copies of the pages after `page` while its requests form a
+    /// sequential stream: pages homed and owned here, with no operation under way or queued,
+    /// that `reader` does not hold yet. Each is exactly a read grant the manager could have
+    /// made on request, so the protocol's invariants hold; the node takes an unasked grant
+    /// like any other (see `install_grant`).
+    fn read_ahead(&mut self, ctx: &dyn Context, page: PageId, reader: NodeId, out: &mut Vec<Action>) {
+        if self.prefetch == 0 {
+            return;
+        }
+        let me = ctx.me();
+        let sequential = self.streams.get(&reader) == Some(&page);
+        let mut next = page + 1;
+        if sequential {
+            for q in page + 1..=page + self.prefetch as PageId {
+                if ctx.home(q) != me || !ctx.same_region(page, q) {
+                    break;
+                }
+                let idle = match self.managed.get(&q) {
+                    Some(m) => m.owner == me && m.busy.is_none() && m.queue.is_empty() && !m.copyset.contains(reader),
+                    None => true,
+                };
+                if !idle {
+                    break;
+                }
+                if self.node_page(ctx, q).access == Access::Write {
+                    self.set_access(ctx, q, Access::Read, out);
+                }
+                let grant = ProtoMsg::Grant { page: q, access: Access::Read, with_data: true };
+                self.send(ctx, reader, grant, Some(q), out);
+                self.managed_page(ctx, q).copyset.insert(reader);
+                next = q + 1;
+            }
+        }
+        self.streams.insert(reader, next);
     }
 
     fn mgr_start_write(
@@ -554,6 +616,10 @@ impl Protocol for ScSingleWriter {
         self.stats.clone()
     }
 
+    fn configure(&mut self, opts: &svm_core::protocol::ProtocolOptions) {
+        self.prefetch = opts.read_ahead;
+    }
+
     fn describe(&self, page: PageId) -> String {
         let local = match self.pages.get(&page) {
             Some(np) => format!(
@@ -626,6 +692,46 @@ mod tests {
     }
 
     const P: PageId = 7;
+
+    #[test]
+    fn read_ahead_follows_sequential_streams_and_crossing_grants_are_harmless() {
+        let mut h = ScSingleWriter::with_prefetch(2);
+        // First request of a stream: only the page asked for.
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: 10 });
+        assert_eq!(out, vec![send(1, grant(10, Access::Read, true), Some(10))]);
+        // The next page continues the stream: two more pages come unasked.
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: 11 });
+        assert_eq!(
+            out,
+            vec![
+                send(1, grant(11, Access::Read, true), Some(11)),
+                send(1, grant(12, Access::Read, true), Some(12)),
+                send(1, grant(13, Access::Read, true), Some(13)),
+            ]
+        );
+        // Page 12 is now in node 1's copyset: a write by node 2 invalidates it there.
+        let out = msg(&mut h, 0, 0, 2, ProtoMsg::WriteReq { page: 12 });
+        assert_eq!(out, vec![send(1, ProtoMsg::Inval { page: 12 }, None)]);
+        // A random (non-sequential) request starts a new stream without read-ahead.
+        let out = msg(&mut h, 0, 0, 3, ProtoMsg::ReadReq { page: 40 });
+        assert_eq!(out.len(), 1);
+
+        // Node side: an unasked grant is installed; the answer to the node's own request for
+        // the same page, arriving later, changes nothing.
+        let mut n = ScSingleWriter::with_prefetch(2);
+        let out = fault(&mut n, 1, 0, 13, Access::Read);
+        assert_eq!(out, vec![send(0, ProtoMsg::ReadReq { page: 13 }, None)]);
+        let out = msg(&mut n, 1, 0, 0, grant(13, Access::Read, true));
+        assert_eq!(out, vec![Action::InstallIncoming { page: 13, access: Access::Read }]);
+        assert!(msg(&mut n, 1, 0, 0, grant(13, Access::Read, true)).is_empty());
+        // An unasked read grant while a write request is outstanding does not answer it.
+        let _ = fault(&mut n, 1, 0, 20, Access::Write);
+        let out = msg(&mut n, 1, 0, 0, grant(20, Access::Read, true));
+        assert_eq!(out, vec![Action::InstallIncoming { page: 20, access: Access::Read }]);
+        assert!(fault(&mut n, 1, 0, 20, Access::Write).is_empty(), "the write request is still outstanding");
+        let out = msg(&mut n, 1, 0, 0, grant(20, Access::Write, false));
+        assert_eq!(out, vec![Action::SetAccess { page: 20, access: Access::Write }]);
+    }
 
     #[test]
     fn nodeset_basics() {

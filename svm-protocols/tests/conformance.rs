@@ -1036,6 +1036,22 @@ conformance_suite!(
     }
 );
 
+fn sc_sw_read_ahead(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::ScSingleWriter::with_prefetch(3))
+}
+
+// With read-ahead (`SVM_PREFETCH`): unasked read grants behind sequential read streams.
+conformance_suite!(
+    sc_sw_read_ahead,
+    Subject {
+        name: "sc-sw",
+        factory: sc_sw_read_ahead,
+        sc_for_racy: true,
+        single_writer: true,
+        discard: Discard::Always,
+    }
+);
+
 conformance_suite!(
     sc_mw,
     Subject {

@@ -51,14 +51,26 @@ pub trait FaultBackend: Send + Sync {
     ) -> Result<bool, SysError>;
     /// Installs `data` as the page's contents with protection `access` (Read or Write); wakes
     /// threads faulting on it. Returns the new `present`.
-    fn install(&self, addr: usize, data: &[u8], access: Access, present: bool) -> Result<bool, SysError>;
+    fn install(
+        &self,
+        addr: usize,
+        data: &[u8],
+        access: Access,
+        present: bool,
+    ) -> Result<bool, SysError>;
     /// Copies the page's local contents into `dst` (if not present: `initial`, else zeros).
     fn read(&self, addr: usize, dst: &mut [u8], present: bool, initial: Option<&[u8]>);
     /// Writes `runs` (byte offset, bytes) into a page's local contents without changing its
     /// protection (a diff applied at a home). Returns false if the page has no local contents
     /// the backend can patch (the engine then keeps the patched contents itself).
-    fn patch(&self, addr: usize, len: usize, access: Access, present: bool, runs: &[(usize, &[u8])])
-        -> Result<bool, SysError>;
+    fn patch(
+        &self,
+        addr: usize,
+        len: usize,
+        access: Access,
+        present: bool,
+        runs: &[(usize, &[u8])],
+    ) -> Result<bool, SysError>;
     /// Wakes one waiting thread whose access is already possible.
     fn wake(&self, addr: usize, len: usize, waiter: WaiterRef) -> Result<(), SysError>;
     /// Shutdown, after the engine stopped: the managed memory becomes ordinary private memory

@@ -19,7 +19,11 @@ impl SegvBackend {
     pub fn new(window: Window, page_size: usize) -> Result<SegvBackend, SysError> {
         let event = EventFd::new()?;
         sig::install(&window.ranges(), event.raw())?;
-        Ok(SegvBackend { window, event, page_size })
+        Ok(SegvBackend {
+            window,
+            event,
+            page_size,
+        })
     }
 }
 
@@ -36,7 +40,12 @@ impl FaultBackend for SegvBackend {
         self.event.drain();
         let mask = !(self.page_size - 1);
         sig::take_posted(|slot, addr, write, since_ns| {
-            out.push(Fault { addr: addr & mask, write, waiter: WaiterRef::Slot(slot), since_ns });
+            out.push(Fault {
+                addr: addr & mask,
+                write,
+                waiter: WaiterRef::Slot(slot),
+                since_ns,
+            });
         });
         Ok(())
     }
@@ -57,7 +66,13 @@ impl FaultBackend for SegvBackend {
         Ok(true)
     }
 
-    fn install(&self, addr: usize, data: &[u8], access: Access, _present: bool) -> Result<bool, SysError> {
+    fn install(
+        &self,
+        addr: usize,
+        data: &[u8],
+        access: Access,
+        _present: bool,
+    ) -> Result<bool, SysError> {
         self.window.write_alias(addr, data);
         self.window.protect(addr, data.len(), access)?;
         Ok(true)

@@ -27,7 +27,12 @@ impl UffdBackend {
         for (base, size) in window.ranges() {
             uffd.register(base, size)?;
         }
-        Ok(UffdBackend { window, uffd, page_size, zero: vec![0u8; page_size] })
+        Ok(UffdBackend {
+            window,
+            uffd,
+            page_size,
+            zero: vec![0u8; page_size],
+        })
     }
 }
 
@@ -89,7 +94,13 @@ impl FaultBackend for UffdBackend {
         }
     }
 
-    fn install(&self, addr: usize, data: &[u8], access: Access, present: bool) -> Result<bool, SysError> {
+    fn install(
+        &self,
+        addr: usize,
+        data: &[u8],
+        access: Access,
+        present: bool,
+    ) -> Result<bool, SysError> {
         if present {
             self.window.discard(addr, data.len())?;
         }
@@ -155,7 +166,13 @@ impl FaultBackend for UffdBackend {
 impl UffdBackend {
     /// Fills missing pages with `data` (or zeros), page by OS page so a page another racing
     /// install already filled is simply skipped.
-    fn copy_pages(&self, addr: usize, len: usize, data: Option<&[u8]>, read_only: bool) -> Result<(), SysError> {
+    fn copy_pages(
+        &self,
+        addr: usize,
+        len: usize,
+        data: Option<&[u8]>,
+        read_only: bool,
+    ) -> Result<(), SysError> {
         let src = data.unwrap_or(&self.zero[..len.min(self.zero.len())]);
         if src.len() == len {
             if !self.uffd.copy(addr, src, read_only)? {
@@ -167,7 +184,8 @@ impl UffdBackend {
         for off in (0..len).step_by(self.zero.len()) {
             let chunk = &src[off.min(src.len())..(off + self.zero.len()).min(src.len())];
             if !self.uffd.copy(addr + off, chunk, read_only)? {
-                self.uffd.write_protect(addr + off, chunk.len(), read_only)?;
+                self.uffd
+                    .write_protect(addr + off, chunk.len(), read_only)?;
             }
         }
         Ok(())

@@ -28,14 +28,27 @@ pub enum SyncEvent {
     /// Send a sync message to a node (possibly this node).
     Send { to: NodeId, msg: SyncMsg },
     /// `waiter` now holds `lock`; run the protocol's acquire with `notices`, then wake it.
-    Granted { lock: u64, waiter: Waiter, notices: Vec<PageId> },
+    Granted {
+        lock: u64,
+        waiter: Waiter,
+        notices: Vec<PageId>,
+    },
     /// A try-lock by `waiter` failed: the lock is held elsewhere.
     TryFailed { lock: u64, waiter: Waiter },
     /// Barrier complete for these waiters of this node; run the acquire with `notices` once,
     /// then wake them.
-    BarrierDone { barrier: u64, waiters: Vec<Waiter>, notices: Vec<PageId> },
+    BarrierDone {
+        barrier: u64,
+        waiters: Vec<Waiter>,
+        notices: Vec<PageId>,
+    },
     /// The manager refused `waiter`'s arrival: its count differs from the round's.
-    BarrierMismatch { barrier: u64, waiter: Waiter, expected: u32, got: u32 },
+    BarrierMismatch {
+        barrier: u64,
+        waiter: Waiter,
+        expected: u32,
+        got: u32,
+    },
 }
 
 /// Misuse of a lock or barrier by the application.
@@ -118,12 +131,22 @@ impl SyncState {
     }
 
     /// A local thread wants `lock` (`try_only`: give up instead of waiting if it is held).
-    pub fn lock_acquire(&mut self, lock: u64, waiter: Waiter, try_only: bool, out: &mut Vec<SyncEvent>) {
+    pub fn lock_acquire(
+        &mut self,
+        lock: u64,
+        waiter: Waiter,
+        try_only: bool,
+        out: &mut Vec<SyncEvent>,
+    ) {
         let mgr = self.manager(lock);
         let l = self.locks.entry(lock).or_default();
         if l.held && l.owner.is_none() {
             l.owner = Some(waiter);
-            out.push(SyncEvent::Granted { lock, waiter, notices: Vec::new() });
+            out.push(SyncEvent::Granted {
+                lock,
+                waiter,
+                notices: Vec::new(),
+            });
             return;
         }
         if try_only && (l.held || l.requested) {
@@ -133,14 +156,20 @@ impl SyncState {
         l.queue.push_back((waiter, try_only));
         if !l.held && !l.requested {
             l.requested = true;
-            let msg = if try_only { SyncMsg::LockTry { lock } } else { SyncMsg::LockAcquire { lock } };
+            let msg = if try_only {
+                SyncMsg::LockTry { lock }
+            } else {
+                SyncMsg::LockAcquire { lock }
+            };
             out.push(SyncEvent::Send { to: mgr, msg });
         }
     }
 
     /// Whether local thread `waiter` holds `lock`.
     pub fn is_holder(&self, lock: u64, waiter: Waiter) -> bool {
-        self.locks.get(&lock).is_some_and(|l| l.held && l.owner == Some(waiter))
+        self.locks
+            .get(&lock)
+            .is_some_and(|l| l.held && l.owner == Some(waiter))
     }
 
     /// The local thread `waiter` releases `lock`; `notices` come from the protocol's release.
@@ -162,17 +191,31 @@ impl SyncState {
             if let Some((next, _)) = l.queue.pop_front() {
                 l.handoffs += 1;
                 l.owner = Some(next);
-                out.push(SyncEvent::Granted { lock, waiter: next, notices: Vec::new() });
+                out.push(SyncEvent::Granted {
+                    lock,
+                    waiter: next,
+                    notices: Vec::new(),
+                });
                 return Ok(());
             }
         }
         l.held = false;
         l.handoffs = 0;
         let notices: Vec<PageId> = std::mem::take(&mut l.notices).into_iter().collect();
-        out.push(SyncEvent::Send { to: mgr, msg: SyncMsg::LockRelease { lock, notices, epoch: self.epoch } });
+        out.push(SyncEvent::Send {
+            to: mgr,
+            msg: SyncMsg::LockRelease {
+                lock,
+                notices,
+                epoch: self.epoch,
+            },
+        });
         if !l.queue.is_empty() {
             l.requested = true;
-            out.push(SyncEvent::Send { to: mgr, msg: SyncMsg::LockAcquire { lock } });
+            out.push(SyncEvent::Send {
+                to: mgr,
+                msg: SyncMsg::LockAcquire { lock },
+            });
         }
         Ok(())
     }
@@ -190,8 +233,19 @@ impl SyncState {
             return Err(SyncError::ZeroCount { barrier });
         }
         let mgr = self.manager(barrier);
-        self.barriers.entry(barrier).or_default().waiters.push_back((waiter, count));
-        out.push(SyncEvent::Send { to: mgr, msg: SyncMsg::BarrierArrive { barrier, count, notices } });
+        self.barriers
+            .entry(barrier)
+            .or_default()
+            .waiters
+            .push_back((waiter, count));
+        out.push(SyncEvent::Send {
+            to: mgr,
+            msg: SyncMsg::BarrierArrive {
+                barrier,
+                count,
+                notices,
+            },
+        });
         Ok(())
     }
 
@@ -233,10 +287,18 @@ impl SyncState {
         match msg {
             SyncMsg::LockAcquire { lock } => self.manager_acquire(*lock, from, false, out),
             SyncMsg::LockTry { lock } => self.manager_acquire(*lock, from, true, out),
-            SyncMsg::LockRelease { lock, notices, epoch } => {
+            SyncMsg::LockRelease {
+                lock,
+                notices,
+                epoch,
+            } => {
                 let m = self.managed_locks.entry(*lock).or_default();
                 if m.holder != Some(from) {
-                    tracing::warn!(lock, from, "lock release from a node that does not hold it; ignored");
+                    tracing::warn!(
+                        lock,
+                        from,
+                        "lock release from a node that does not hold it; ignored"
+                    );
                     return;
                 }
                 for &p in notices {
@@ -246,7 +308,13 @@ impl SyncState {
                 m.holder = m.queue.pop_front();
                 if let Some(next) = m.holder {
                     let notices = m.notices.keys().copied().collect();
-                    out.push(SyncEvent::Send { to: next, msg: SyncMsg::LockGrant { lock: *lock, notices } });
+                    out.push(SyncEvent::Send {
+                        to: next,
+                        msg: SyncMsg::LockGrant {
+                            lock: *lock,
+                            notices,
+                        },
+                    });
                 }
             }
             SyncMsg::LockGrant { lock, notices } => {
@@ -257,7 +325,11 @@ impl SyncState {
                 match l.queue.pop_front() {
                     Some((waiter, _)) => {
                         l.owner = Some(waiter);
-                        out.push(SyncEvent::Granted { lock: *lock, waiter, notices: notices.clone() });
+                        out.push(SyncEvent::Granted {
+                            lock: *lock,
+                            waiter,
+                            notices: notices.clone(),
+                        });
                     }
                     None => {
                         // Nobody waits any more (cannot happen with the current API, kept total):
@@ -266,7 +338,11 @@ impl SyncState {
                         let to = self.manager(*lock);
                         out.push(SyncEvent::Send {
                             to,
-                            msg: SyncMsg::LockRelease { lock: *lock, notices: Vec::new(), epoch: self.epoch },
+                            msg: SyncMsg::LockRelease {
+                                lock: *lock,
+                                notices: Vec::new(),
+                                epoch: self.epoch,
+                            },
                         });
                     }
                 }
@@ -277,14 +353,24 @@ impl SyncState {
                 l.requested = false;
                 if let Some(pos) = l.queue.iter().position(|(_, t)| *t) {
                     let (waiter, _) = l.queue.remove(pos).expect("position is in range");
-                    out.push(SyncEvent::TryFailed { lock: *lock, waiter });
+                    out.push(SyncEvent::TryFailed {
+                        lock: *lock,
+                        waiter,
+                    });
                 }
                 if !l.queue.is_empty() {
                     l.requested = true;
-                    out.push(SyncEvent::Send { to, msg: SyncMsg::LockAcquire { lock: *lock } });
+                    out.push(SyncEvent::Send {
+                        to,
+                        msg: SyncMsg::LockAcquire { lock: *lock },
+                    });
                 }
             }
-            SyncMsg::BarrierArrive { barrier, count, notices } => {
+            SyncMsg::BarrierArrive {
+                barrier,
+                count,
+                notices,
+            } => {
                 let nodes = self.nodes as usize;
                 let b = self.managed_barriers.entry(*barrier).or_default();
                 if b.arrived == 0 {
@@ -293,7 +379,11 @@ impl SyncState {
                 } else if b.count != *count {
                     out.push(SyncEvent::Send {
                         to: from,
-                        msg: SyncMsg::BarrierMismatch { barrier: *barrier, expected: b.count, got: *count },
+                        msg: SyncMsg::BarrierMismatch {
+                            barrier: *barrier,
+                            expected: b.count,
+                            got: *count,
+                        },
                     });
                     return;
                 }
@@ -306,7 +396,11 @@ impl SyncState {
                         if arrivals > 0 {
                             out.push(SyncEvent::Send {
                                 to: node as NodeId,
-                                msg: SyncMsg::BarrierRelease { barrier: *barrier, arrivals, notices: notices.clone() },
+                                msg: SyncMsg::BarrierRelease {
+                                    barrier: *barrier,
+                                    arrivals,
+                                    notices: notices.clone(),
+                                },
                             });
                         }
                     }
@@ -314,32 +408,61 @@ impl SyncState {
                     b.count = 0;
                 }
             }
-            SyncMsg::BarrierRelease { barrier, arrivals, notices } => {
+            SyncMsg::BarrierRelease {
+                barrier,
+                arrivals,
+                notices,
+            } => {
                 let b = self.barriers.entry(*barrier).or_default();
                 let n = (*arrivals as usize).min(b.waiters.len());
                 let waiters = b.waiters.drain(..n).map(|(w, _)| w).collect();
-                out.push(SyncEvent::BarrierDone { barrier: *barrier, waiters, notices: notices.clone() });
+                out.push(SyncEvent::BarrierDone {
+                    barrier: *barrier,
+                    waiters,
+                    notices: notices.clone(),
+                });
             }
             // Semaphores have their own state machine (`sem.rs`); the engine routes them there.
             SyncMsg::SemWait { .. } | SyncMsg::SemPost { .. } | SyncMsg::SemGrant { .. } => {}
-            SyncMsg::BarrierMismatch { barrier, expected, got } => {
+            SyncMsg::BarrierMismatch {
+                barrier,
+                expected,
+                got,
+            } => {
                 let b = self.barriers.entry(*barrier).or_default();
                 if let Some(pos) = b.waiters.iter().position(|(_, c)| c == got) {
                     let (waiter, _) = b.waiters.remove(pos).expect("position is in range");
-                    out.push(SyncEvent::BarrierMismatch { barrier: *barrier, waiter, expected: *expected, got: *got });
+                    out.push(SyncEvent::BarrierMismatch {
+                        barrier: *barrier,
+                        waiter,
+                        expected: *expected,
+                        got: *got,
+                    });
                 }
             }
         }
     }
 
-    fn manager_acquire(&mut self, lock: u64, from: NodeId, try_only: bool, out: &mut Vec<SyncEvent>) {
+    fn manager_acquire(
+        &mut self,
+        lock: u64,
+        from: NodeId,
+        try_only: bool,
+        out: &mut Vec<SyncEvent>,
+    ) {
         let m = self.managed_locks.entry(lock).or_default();
         if m.holder.is_none() {
             m.holder = Some(from);
             let notices = m.notices.keys().copied().collect();
-            out.push(SyncEvent::Send { to: from, msg: SyncMsg::LockGrant { lock, notices } });
+            out.push(SyncEvent::Send {
+                to: from,
+                msg: SyncMsg::LockGrant { lock, notices },
+            });
         } else if try_only {
-            out.push(SyncEvent::Send { to: from, msg: SyncMsg::LockBusy { lock } });
+            out.push(SyncEvent::Send {
+                to: from,
+                msg: SyncMsg::LockBusy { lock },
+            });
         } else {
             m.queue.push_back(from);
         }

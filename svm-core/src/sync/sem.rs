@@ -28,7 +28,11 @@ pub struct SemState {
 
 impl SemState {
     pub fn new(nodes: NodeId) -> Self {
-        SemState { nodes, waiting: HashMap::new(), managed: HashMap::new() }
+        SemState {
+            nodes,
+            waiting: HashMap::new(),
+            managed: HashMap::new(),
+        }
     }
 
     fn manager(&self, id: u64) -> NodeId {
@@ -38,12 +42,18 @@ impl SemState {
     /// A local thread waits on semaphore `id`.
     pub fn wait(&mut self, id: u64, waiter: Waiter, out: &mut Vec<SyncEvent>) {
         self.waiting.entry(id).or_default().push_back(waiter);
-        out.push(SyncEvent::Send { to: self.manager(id), msg: SyncMsg::SemWait { sem: id } });
+        out.push(SyncEvent::Send {
+            to: self.manager(id),
+            msg: SyncMsg::SemWait { sem: id },
+        });
     }
 
     /// A local thread posts semaphore `id`; `notices` come from the protocol's release.
     pub fn post(&mut self, id: u64, notices: Vec<PageId>, out: &mut Vec<SyncEvent>) {
-        out.push(SyncEvent::Send { to: self.manager(id), msg: SyncMsg::SemPost { sem: id, notices } });
+        out.push(SyncEvent::Send {
+            to: self.manager(id),
+            msg: SyncMsg::SemPost { sem: id, notices },
+        });
     }
 
     /// Drops notices kept at managed semaphores (at a global barrier, like lock notices).
@@ -61,7 +71,10 @@ impl SemState {
                 if s.count > 0 {
                     s.count -= 1;
                     let notices = s.notices.iter().copied().collect();
-                    out.push(SyncEvent::Send { to: from, msg: SyncMsg::SemGrant { sem: *sem, notices } });
+                    out.push(SyncEvent::Send {
+                        to: from,
+                        msg: SyncMsg::SemGrant { sem: *sem, notices },
+                    });
                 } else {
                     s.queue.push_back(from);
                 }
@@ -72,14 +85,21 @@ impl SemState {
                 match s.queue.pop_front() {
                     Some(node) => {
                         let notices = s.notices.iter().copied().collect();
-                        out.push(SyncEvent::Send { to: node, msg: SyncMsg::SemGrant { sem: *sem, notices } });
+                        out.push(SyncEvent::Send {
+                            to: node,
+                            msg: SyncMsg::SemGrant { sem: *sem, notices },
+                        });
                     }
                     None => s.count += 1,
                 }
             }
             SyncMsg::SemGrant { sem, notices } => {
                 if let Some(w) = self.waiting.get_mut(sem).and_then(|q| q.pop_front()) {
-                    out.push(SyncEvent::Granted { lock: *sem, waiter: w, notices: notices.clone() });
+                    out.push(SyncEvent::Granted {
+                        lock: *sem,
+                        waiter: w,
+                        notices: notices.clone(),
+                    });
                 }
             }
             _ => return false,
@@ -90,7 +110,10 @@ impl SemState {
     /// Diagnostic text.
     pub fn describe(&self, id: u64) -> String {
         match self.managed.get(&id) {
-            Some(s) => format!("semaphore {id} (managed here): count {}, nodes waiting {:?}", s.count, s.queue),
+            Some(s) => format!(
+                "semaphore {id} (managed here): count {}, nodes waiting {:?}",
+                s.count, s.queue
+            ),
             None => format!("semaphore {id} (manager node {})", self.manager(id)),
         }
     }
@@ -113,14 +136,37 @@ mod tests {
     fn post_before_wait_and_wait_before_post() {
         let mut m = SemState::new(2); // node 0 manages even ids
         let mut out = Vec::new();
-        m.on_message(1, &SyncMsg::SemPost { sem: 4, notices: vec![9] }, &mut out);
+        m.on_message(
+            1,
+            &SyncMsg::SemPost {
+                sem: 4,
+                notices: vec![9],
+            },
+            &mut out,
+        );
         assert!(out.is_empty());
         m.on_message(1, &SyncMsg::SemWait { sem: 4 }, &mut out);
-        assert_eq!(sends(&out), vec![(1, SyncMsg::SemGrant { sem: 4, notices: vec![9] })]);
+        assert_eq!(
+            sends(&out),
+            vec![(
+                1,
+                SyncMsg::SemGrant {
+                    sem: 4,
+                    notices: vec![9]
+                }
+            )]
+        );
         out.clear();
         m.on_message(1, &SyncMsg::SemWait { sem: 4 }, &mut out);
         assert!(out.is_empty(), "count is 0: the wait queues");
-        m.on_message(0, &SyncMsg::SemPost { sem: 4, notices: vec![] }, &mut out);
+        m.on_message(
+            0,
+            &SyncMsg::SemPost {
+                sem: 4,
+                notices: vec![],
+            },
+            &mut out,
+        );
         assert_eq!(sends(&out).len(), 1);
     }
 
@@ -130,9 +176,29 @@ mod tests {
         let mut out = Vec::new();
         n.wait(3, 10, &mut out);
         n.wait(3, 11, &mut out);
-        assert_eq!(sends(&out), vec![(1, SyncMsg::SemWait { sem: 3 }), (1, SyncMsg::SemWait { sem: 3 })]);
+        assert_eq!(
+            sends(&out),
+            vec![
+                (1, SyncMsg::SemWait { sem: 3 }),
+                (1, SyncMsg::SemWait { sem: 3 })
+            ]
+        );
         out.clear();
-        n.on_message(1, &SyncMsg::SemGrant { sem: 3, notices: vec![] }, &mut out);
-        assert_eq!(out, vec![SyncEvent::Granted { lock: 3, waiter: 10, notices: vec![] }]);
+        n.on_message(
+            1,
+            &SyncMsg::SemGrant {
+                sem: 3,
+                notices: vec![],
+            },
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![SyncEvent::Granted {
+                lock: 3,
+                waiter: 10,
+                notices: vec![]
+            }]
+        );
     }
 }

@@ -371,9 +371,15 @@ fn lock_notices_are_collected_by_epoch() {
     net.acquire(0, 1, 2, false);
     net.settle();
     // The grant still carries the old notices (the manager has not left the barrier yet).
-    assert!(net.take().iter().any(|(_, e)| matches!(e, SyncEvent::Granted { notices, .. } if notices == &vec![4, 5])));
+    assert!(net
+        .take()
+        .iter()
+        .any(|(_, e)| matches!(e, SyncEvent::Granted { notices, .. } if notices == &vec![4, 5])));
     net.release(0, 1, 2, vec![5, 6]).unwrap();
-    assert!(matches!(net.wire[0].2, SyncMsg::LockRelease { epoch: 1, .. }));
+    assert!(matches!(
+        net.wire[0].2,
+        SyncMsg::LockRelease { epoch: 1, .. }
+    ));
     net.settle();
     assert_eq!(net.nodes[1].lock_notice_count(), 3);
     // The manager leaves the barrier: only the notices released after it survive (5 was
@@ -382,7 +388,10 @@ fn lock_notices_are_collected_by_epoch() {
     assert_eq!(net.nodes[1].lock_notice_count(), 2);
     net.acquire(1, 1, 3, false);
     net.settle();
-    assert!(net.take().iter().any(|(_, e)| matches!(e, SyncEvent::Granted { notices, .. } if notices == &vec![5, 6])));
+    assert!(net
+        .take()
+        .iter()
+        .any(|(_, e)| matches!(e, SyncEvent::Granted { notices, .. } if notices == &vec![5, 6])));
     // Another barrier: everything goes.
     net.nodes[1].clear_lock_notices();
     assert_eq!(net.nodes[1].lock_notice_count(), 0);

@@ -11,7 +11,9 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
         tv_sec: d.as_secs() as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
     });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: FUTEX_WAIT_PRIVATE reads the aligned u32 behind `word`, which outlives the call;
     // `tsp` is null or points to a live timespec. The syscall is async-signal-safe.
     unsafe {
@@ -29,13 +31,22 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
 pub fn wake(word: &AtomicU32, n: i32) {
     // SAFETY: FUTEX_WAKE_PRIVATE only uses the address as a key; no memory is accessed.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, n);
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            n,
+        );
     }
 }
 
 /// Spins briefly, then sleeps, until `cond(word.load())` holds or the deadline passes. Returns
 /// false on timeout.
-pub fn wait_until(word: &AtomicU32, mut cond: impl FnMut(u32) -> bool, deadline: Option<std::time::Instant>) -> bool {
+pub fn wait_until(
+    word: &AtomicU32,
+    mut cond: impl FnMut(u32) -> bool,
+    deadline: Option<std::time::Instant>,
+) -> bool {
     for i in 0..SPINS {
         if cond(word.load(Ordering::Acquire)) {
             return true;

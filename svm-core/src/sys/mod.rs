@@ -24,7 +24,10 @@ pub enum SysError {
     )]
     WindowTaken { base: usize, end: usize },
     #[error("{call} failed: {errno}")]
-    Call { call: &'static str, errno: nix::errno::Errno },
+    Call {
+        call: &'static str,
+        errno: nix::errno::Errno,
+    },
     #[error(
         "mprotect ran out of memory mappings (vm.max_map_count = {max_map_count}): the segv backend \
          splits a mapping per page; raise the sysctl vm.max_map_count or use SVM_FAULT=uffd"
@@ -91,11 +94,17 @@ pub enum Backing {
 }
 
 fn nz(len: usize) -> Result<std::num::NonZeroUsize, SysError> {
-    std::num::NonZeroUsize::new(len).ok_or(SysError::Call { call: "mmap (size 0)", errno: nix::errno::Errno::EINVAL })
+    std::num::NonZeroUsize::new(len).ok_or(SysError::Call {
+        call: "mmap (size 0)",
+        errno: nix::errno::Errno::EINVAL,
+    })
 }
 
 /// Creates a memfd of `size` bytes and maps it read-write at a kernel-chosen address.
-fn memfd_with_alias(name: &std::ffi::CStr, size: usize) -> Result<(OwnedFd, NonNull<libc::c_void>), SysError> {
+fn memfd_with_alias(
+    name: &std::ffi::CStr,
+    size: usize,
+) -> Result<(OwnedFd, NonNull<libc::c_void>), SysError> {
     let fd = nix::sys::memfd::memfd_create(name, nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
         .map_err(call("memfd_create"))?;
     nix::unistd::ftruncate(&fd, size as i64).map_err(call("ftruncate(memfd)"))?;
@@ -121,13 +130,22 @@ impl Window {
         let addr = std::num::NonZeroUsize::new(base);
         let taken = |e: nix::errno::Errno| {
             if e == nix::errno::Errno::EEXIST {
-                SysError::WindowTaken { base, end: base + size }
+                SysError::WindowTaken {
+                    base,
+                    end: base + size,
+                }
             } else {
-                SysError::Call { call: "mmap(window)", errno: e }
+                SysError::Call {
+                    call: "mmap(window)",
+                    errno: e,
+                }
             }
         };
         let fixed = MapFlags::MAP_FIXED_NOREPLACE | MapFlags::MAP_NORESERVE;
-        let mut w = Window { maps: Vec::new(), backing };
+        let mut w = Window {
+            maps: Vec::new(),
+            backing,
+        };
         match backing {
             Backing::Anonymous => {
                 // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the kernel
@@ -141,12 +159,27 @@ impl Window {
                     )
                 }
                 .map_err(taken)?;
-                w.maps.push(Mapping { base: p.as_ptr() as usize, size, alias: None, memfd: None, unmap_base: true });
+                w.maps.push(Mapping {
+                    base: p.as_ptr() as usize,
+                    size,
+                    alias: None,
+                    memfd: None,
+                    unmap_base: true,
+                });
             }
             Backing::MemfdWithAlias => {
                 let (fd, alias) = memfd_with_alias(c"svm-window", size)?;
                 // SAFETY: as above, MAP_FIXED_NOREPLACE cannot clobber existing mappings.
-                let p = unsafe { mmap(addr, len, ProtFlags::PROT_NONE, fixed | MapFlags::MAP_SHARED, &fd, 0) };
+                let p = unsafe {
+                    mmap(
+                        addr,
+                        len,
+                        ProtFlags::PROT_NONE,
+                        fixed | MapFlags::MAP_SHARED,
+                        &fd,
+                        0,
+                    )
+                };
                 let p = match p {
                     Ok(p) => p,
                     Err(e) => {
@@ -166,7 +199,10 @@ impl Window {
         }
         if w.maps[0].base != base {
             // Kernels before 4.17 ignore MAP_FIXED_NOREPLACE and map elsewhere.
-            return Err(SysError::WindowTaken { base, end: base + size });
+            return Err(SysError::WindowTaken {
+                base,
+                end: base + size,
+            });
         }
         w.no_huge_pages(base, size);
         Ok(w)
@@ -179,10 +215,20 @@ impl Window {
     pub fn take_over_static(&mut self, base: usize, size: usize) -> Result<Vec<u8>, SysError> {
         let ps = os_page_size();
         if !base.is_multiple_of(ps) || !size.is_multiple_of(ps) || size == 0 {
-            return Err(SysError::Call { call: "take over static segment (unaligned)", errno: nix::errno::Errno::EINVAL });
+            return Err(SysError::Call {
+                call: "take over static segment (unaligned)",
+                errno: nix::errno::Errno::EINVAL,
+            });
         }
-        if self.maps.iter().any(|m| base < m.base + m.size && m.base < base + size) {
-            return Err(SysError::Call { call: "take over static segment (overlaps)", errno: nix::errno::Errno::EEXIST });
+        if self
+            .maps
+            .iter()
+            .any(|m| base < m.base + m.size && m.base < base + size)
+        {
+            return Err(SysError::Call {
+                call: "take over static segment (overlaps)",
+                errno: nix::errno::Errno::EEXIST,
+            });
         }
         let mut saved = vec![0u8; size];
         // SAFETY: the caller names readable, writable memory of this process (checked by the
@@ -203,18 +249,39 @@ impl Window {
                     )
                 }
                 .map_err(call("mmap(static segment)"))?;
-                self.maps.push(Mapping { base, size, alias: None, memfd: None, unmap_base: false });
+                self.maps.push(Mapping {
+                    base,
+                    size,
+                    alias: None,
+                    memfd: None,
+                    unmap_base: false,
+                });
             }
             Backing::MemfdWithAlias => {
                 let (fd, alias) = memfd_with_alias(c"svm-static", size)?;
                 // SAFETY: the alias is a fresh read-write mapping of `size` bytes.
-                unsafe { std::ptr::copy_nonoverlapping(saved.as_ptr(), alias.as_ptr() as *mut u8, size) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(saved.as_ptr(), alias.as_ptr() as *mut u8, size)
+                };
                 // SAFETY: as in the anonymous case: our own saved data pages are replaced.
                 unsafe {
-                    mmap(addr, len, ProtFlags::PROT_NONE, MapFlags::MAP_FIXED | MapFlags::MAP_SHARED, &fd, 0)
+                    mmap(
+                        addr,
+                        len,
+                        ProtFlags::PROT_NONE,
+                        MapFlags::MAP_FIXED | MapFlags::MAP_SHARED,
+                        &fd,
+                        0,
+                    )
                 }
                 .map_err(call("mmap(static segment)"))?;
-                self.maps.push(Mapping { base, size, alias: Some(alias), memfd: Some(fd), unmap_base: false });
+                self.maps.push(Mapping {
+                    base,
+                    size,
+                    alias: Some(alias),
+                    memfd: Some(fd),
+                    unmap_base: false,
+                });
             }
         }
         self.no_huge_pages(base, size);
@@ -223,7 +290,9 @@ impl Window {
 
     fn no_huge_pages(&self, base: usize, size: usize) {
         // SAFETY: advice on our own mapping; MADV_NOHUGEPAGE changes no contents.
-        let _ = unsafe { nix::sys::mman::madvise(ptr(base), size, nix::sys::mman::MmapAdvise::MADV_NOHUGEPAGE) };
+        let _ = unsafe {
+            nix::sys::mman::madvise(ptr(base), size, nix::sys::mman::MmapAdvise::MADV_NOHUGEPAGE)
+        };
     }
 
     pub fn base(&self) -> usize {
@@ -237,7 +306,9 @@ impl Window {
         self.maps.iter().map(|m| (m.base, m.size)).collect()
     }
     pub fn contains(&self, addr: usize) -> bool {
-        self.maps.iter().any(|m| addr >= m.base && addr < m.base + m.size)
+        self.maps
+            .iter()
+            .any(|m| addr >= m.base && addr < m.base + m.size)
     }
 
     fn check(&self, addr: usize, len: usize) -> &Mapping {
@@ -259,7 +330,10 @@ impl Window {
                     .map(|s| s.trim().to_string())
                     .unwrap_or_else(|_| "unknown".into()),
             }),
-            Err(e) => Err(SysError::Call { call: "mprotect", errno: e }),
+            Err(e) => Err(SysError::Call {
+                call: "mprotect",
+                errno: e,
+            }),
         }
     }
 
@@ -269,8 +343,10 @@ impl Window {
         self.check(addr, len);
         // SAFETY: MADV_DONTNEED on our own anonymous range: contents are dropped, which is the
         // intent (the protocol invalidated the copy); no other memory is affected.
-        unsafe { nix::sys::mman::madvise(ptr(addr), len, nix::sys::mman::MmapAdvise::MADV_DONTNEED) }
-            .map_err(call("madvise(MADV_DONTNEED)"))
+        unsafe {
+            nix::sys::mman::madvise(ptr(addr), len, nix::sys::mman::MmapAdvise::MADV_DONTNEED)
+        }
+        .map_err(call("madvise(MADV_DONTNEED)"))
     }
 
     /// Address in the alias mapping of managed address `addr` (segv backend).
@@ -310,10 +386,14 @@ impl Window {
     /// read as zeros.
     pub fn punch_hole(&self, addr: usize, len: usize) -> Result<(), SysError> {
         let m = self.check(addr, len);
-        let fd = m.memfd.as_ref().expect("punch_hole needs the memfd backing");
+        let fd = m
+            .memfd
+            .as_ref()
+            .expect("punch_hole needs the memfd backing");
         nix::fcntl::fallocate(
             fd.as_raw_fd(),
-            nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE | nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+            nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE
+                | nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
             (addr - m.base) as i64,
             len as i64,
         )
@@ -349,7 +429,10 @@ pub fn app_load<T: Copy>(window: (usize, usize), addr: usize) -> T {
         addr >= window.0 && addr + std::mem::size_of::<T>() <= window.0 + window.1,
         "address {addr:#x} outside the shared window"
     );
-    assert!(addr.is_multiple_of(std::mem::align_of::<T>()), "misaligned shared access at {addr:#x}");
+    assert!(
+        addr.is_multiple_of(std::mem::align_of::<T>()),
+        "misaligned shared access at {addr:#x}"
+    );
     // SAFETY: the address is inside the shared window (checked), aligned (checked), and the
     // window stays mapped for the life of the process; the page-fault path makes it accessible.
     unsafe { std::ptr::read_volatile(addr as *const T) }
@@ -361,7 +444,10 @@ pub fn app_store<T: Copy>(window: (usize, usize), addr: usize, v: T) {
         addr >= window.0 && addr + std::mem::size_of::<T>() <= window.0 + window.1,
         "address {addr:#x} outside the shared window"
     );
-    assert!(addr.is_multiple_of(std::mem::align_of::<T>()), "misaligned shared access at {addr:#x}");
+    assert!(
+        addr.is_multiple_of(std::mem::align_of::<T>()),
+        "misaligned shared access at {addr:#x}"
+    );
     // SAFETY: as in app_load.
     unsafe { std::ptr::write_volatile(addr as *mut T, v) }
 }
@@ -436,25 +522,43 @@ impl Poller {
         // SAFETY: epoll_create1 takes flags only and returns a new descriptor or -1.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if fd < 0 {
-            return Err(SysError::Call { call: "epoll_create1", errno: nix::errno::Errno::last() });
+            return Err(SysError::Call {
+                call: "epoll_create1",
+                errno: nix::errno::Errno::last(),
+            });
         }
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        Ok(Poller(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }))
+        Ok(Poller(unsafe {
+            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+        }))
     }
 
     /// Watches `fd` for readability (level-triggered), reporting `token`.
     pub fn add(&self, fd: i32, token: u64) -> Result<(), SysError> {
-        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, u64: token };
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: token,
+        };
         // SAFETY: epoll_ctl reads the event struct; an invalid fd only yields an error.
         if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-            return Err(SysError::Call { call: "epoll_ctl(ADD)", errno: nix::errno::Errno::last() });
+            return Err(SysError::Call {
+                call: "epoll_ctl(ADD)",
+                errno: nix::errno::Errno::last(),
+            });
         }
         Ok(())
     }
 
     pub fn remove(&self, fd: i32) {
         // SAFETY: as in add; removing an unknown fd only yields an error, which we ignore.
-        unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+        unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
     }
 
     /// Waits up to `timeout_ms` (-1 = forever, 0 = poll) and returns the ready tokens in `out`.
@@ -468,7 +572,10 @@ impl Poller {
             if e == nix::errno::Errno::EINTR {
                 return Ok(());
             }
-            return Err(SysError::Call { call: "epoll_wait", errno: e });
+            return Err(SysError::Call {
+                call: "epoll_wait",
+                errno: e,
+            });
         }
         out.extend(evs[..n as usize].iter().map(|e| e.u64));
         Ok(())
@@ -479,9 +586,14 @@ impl Poller {
 pub fn inherited_listener(fd: i32) -> std::io::Result<std::net::TcpListener> {
     let st = nix::sys::stat::fstat(fd).map_err(std::io::Error::from)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-        return Err(std::io::Error::other(format!("descriptor {fd} is not a socket")));
+        return Err(std::io::Error::other(format!(
+            "descriptor {fd} is not a socket"
+        )));
     }
-    let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC));
+    let _ = nix::fcntl::fcntl(
+        fd,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
     // SAFETY: the launcher handed this descriptor to us (checked to be a socket above) and
     // nothing else in the process uses it; the listener becomes its only owner.
     let l = unsafe { <std::net::TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
@@ -531,7 +643,10 @@ extern "C" fn exit_trampoline(status: libc::c_int, _arg: *mut libc::c_void) {
 
 extern "C" {
     /// glibc: registers a function called by `exit` with the exit status.
-    fn on_exit(f: extern "C" fn(libc::c_int, *mut libc::c_void), arg: *mut libc::c_void) -> libc::c_int;
+    fn on_exit(
+        f: extern "C" fn(libc::c_int, *mut libc::c_void),
+        arg: *mut libc::c_void,
+    ) -> libc::c_int;
 }
 
 /// Calls `hook(status)` when the process calls `exit(status)` (or returns from `main`).

@@ -49,14 +49,20 @@ static RANGE_START: [AtomicUsize; MAX_RANGES] = [ZERO; MAX_RANGES];
 static RANGE_END: [AtomicUsize; MAX_RANGES] = [ZERO; MAX_RANGES];
 
 fn managed(addr: usize) -> bool {
-    (0..MAX_RANGES).any(|i| addr >= RANGE_START[i].load(Ordering::Acquire) && addr < RANGE_END[i].load(Ordering::Acquire))
+    (0..MAX_RANGES).any(|i| {
+        addr >= RANGE_START[i].load(Ordering::Acquire)
+            && addr < RANGE_END[i].load(Ordering::Acquire)
+    })
 }
 static EVENT_FD: AtomicI32 = AtomicI32::new(-1);
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
 /// Monotonic clock in nanoseconds (vDSO; async-signal-safe).
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes the local timespec; it is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -66,7 +72,10 @@ pub fn now_ns() -> u64 {
 /// `event_fd`. Idempotent per process (a second call only updates the ranges and fd).
 pub fn install(ranges: &[(usize, usize)], event_fd: i32) -> Result<(), SysError> {
     if ranges.len() > MAX_RANGES {
-        return Err(SysError::Call { call: "install SIGSEGV handler (too many ranges)", errno: nix::errno::Errno::E2BIG });
+        return Err(SysError::Call {
+            call: "install SIGSEGV handler (too many ranges)",
+            errno: nix::errno::Errno::E2BIG,
+        });
     }
     for i in 0..MAX_RANGES {
         let (b, s) = ranges.get(i).copied().unwrap_or((0, 0));
@@ -89,7 +98,10 @@ pub fn install(ranges: &[(usize, usize)], event_fd: i32) -> Result<(), SysError>
     // SAFETY: installs a handler that follows the async-signal-safety rules (see `handler`);
     // both structs are live locals.
     if unsafe { libc::sigaction(libc::SIGSEGV, &act, &mut old) } != 0 {
-        return Err(SysError::Call { call: "sigaction(SIGSEGV)", errno: nix::errno::Errno::last() });
+        return Err(SysError::Call {
+            call: "sigaction(SIGSEGV)",
+            errno: nix::errno::Errno::last(),
+        });
     }
     let _ = PREVIOUS.set(old);
     Ok(())
@@ -183,7 +195,10 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 fn claim() -> usize {
     loop {
         for (i, s) in SLOTS.iter().enumerate() {
-            if s.state.compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            if s.state
+                .compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
                 SLOTS_USED.fetch_max(i + 1, Ordering::AcqRel);
                 return i;
             }
@@ -206,7 +221,8 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         restore_default(sig);
     } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed with SA_SIGINFO, so it has this signature.
-        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(h) };
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(h) };
         f(sig, info, ctx);
     } else {
         // SAFETY: without SA_SIGINFO the previous handler takes only the signal number.
@@ -235,7 +251,10 @@ pub fn complete(slot: usize) {
 pub fn take_posted(mut f: impl FnMut(usize, usize, bool, u64)) {
     let used = SLOTS_USED.load(Ordering::Acquire);
     for (i, s) in SLOTS[..used].iter().enumerate() {
-        if s.state.compare_exchange(POSTED, TAKEN, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+        if s.state
+            .compare_exchange(POSTED, TAKEN, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
             f(
                 i,
                 s.addr.load(Ordering::Relaxed),

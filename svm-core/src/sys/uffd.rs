@@ -104,13 +104,21 @@ impl Uffd {
     /// Opens a userfaultfd (non-blocking, close-on-exec) and negotiates the API.
     pub fn open() -> Result<Uffd, SysError> {
         // SAFETY: the userfaultfd syscall takes only flags and returns a new descriptor or -1.
-        let raw = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        let raw =
+            unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
         if raw < 0 {
-            return Err(SysError::Call { call: "userfaultfd", errno: nix::errno::Errno::last() });
+            return Err(SysError::Call {
+                call: "userfaultfd",
+                errno: nix::errno::Errno::last(),
+            });
         }
         // SAFETY: `raw` is a fresh descriptor owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-        let mut api = UffdioApi { api: UFFD_API, features: UFFD_FEATURE_THREAD_ID, ioctls: 0 };
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features: UFFD_FEATURE_THREAD_ID,
+            ioctls: 0,
+        };
         // SAFETY: UFFDIO_API reads and writes the struct we pass, which lives on our stack.
         unsafe { uffdio_api(fd.as_raw_fd(), &mut api) }.map_err(err("ioctl(UFFDIO_API)"))?;
         Ok(Uffd { fd })
@@ -123,14 +131,20 @@ impl Uffd {
     /// Registers `[start, start+len)` for MISSING and write-protect faults.
     pub fn register(&self, start: usize, len: usize) -> Result<(), SysError> {
         let mut r = UffdioRegister {
-            range: UffdioRange { start: start as u64, len: len as u64 },
+            range: UffdioRange {
+                start: start as u64,
+                len: len as u64,
+            },
             mode: UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
             ioctls: 0,
         };
         // SAFETY: UFFDIO_REGISTER reads/writes our struct; the range is our own mapping.
         unsafe { uffdio_register(self.raw(), &mut r) }.map_err(err("ioctl(UFFDIO_REGISTER)"))?;
         if r.ioctls & (1 << _UFFDIO_WRITEPROTECT) == 0 {
-            return Err(SysError::Call { call: "UFFDIO_REGISTER (no write-protect support)", errno: nix::errno::Errno::ENOTSUP });
+            return Err(SysError::Call {
+                call: "UFFDIO_REGISTER (no write-protect support)",
+                errno: nix::errno::Errno::ENOTSUP,
+            });
         }
         Ok(())
     }
@@ -138,9 +152,14 @@ impl Uffd {
     /// Stops tracking `[start, start+len)`: threads waiting on faults there are woken and later
     /// accesses are ordinary memory accesses.
     pub fn unregister(&self, start: usize, len: usize) -> Result<(), SysError> {
-        let mut r = UffdioRange { start: start as u64, len: len as u64 };
+        let mut r = UffdioRange {
+            start: start as u64,
+            len: len as u64,
+        };
         // SAFETY: UFFDIO_UNREGISTER only reads the range struct; the range is registered memory.
-        unsafe { uffdio_unregister(self.raw(), &mut r) }.map(|_| ()).map_err(err("ioctl(UFFDIO_UNREGISTER)"))
+        unsafe { uffdio_unregister(self.raw(), &mut r) }
+            .map(|_| ())
+            .map_err(err("ioctl(UFFDIO_UNREGISTER)"))
     }
 
     /// Reads pending fault events into `out` (non-blocking). Returns the number read.
@@ -150,14 +169,21 @@ impl Uffd {
         loop {
             // SAFETY: reads whole uffd_msg records into a local array of the same layout.
             let r = unsafe {
-                libc::read(self.raw(), msgs.as_mut_ptr().cast(), std::mem::size_of_val(&msgs))
+                libc::read(
+                    self.raw(),
+                    msgs.as_mut_ptr().cast(),
+                    std::mem::size_of_val(&msgs),
+                )
             };
             if r < 0 {
                 let e = nix::errno::Errno::last();
                 if e == nix::errno::Errno::EAGAIN || e == nix::errno::Errno::EINTR {
                     return Ok(n);
                 }
-                return Err(SysError::Call { call: "read(userfaultfd)", errno: e });
+                return Err(SysError::Call {
+                    call: "read(userfaultfd)",
+                    errno: e,
+                });
             }
             let k = r as usize / std::mem::size_of::<UffdMsg>();
             for m in &msgs[..k] {
@@ -191,7 +217,10 @@ impl Uffd {
         match unsafe { uffdio_copy(self.raw(), &mut c) } {
             Ok(_) => Ok(true),
             Err(nix::errno::Errno::EEXIST) => Ok(false),
-            Err(e) => Err(SysError::Call { call: "ioctl(UFFDIO_COPY)", errno: e }),
+            Err(e) => Err(SysError::Call {
+                call: "ioctl(UFFDIO_COPY)",
+                errno: e,
+            }),
         }
     }
 
@@ -199,8 +228,15 @@ impl Uffd {
     /// fault there.
     pub fn write_protect(&self, start: usize, len: usize, protect: bool) -> Result<(), SysError> {
         let mut w = UffdioWriteprotect {
-            range: UffdioRange { start: start as u64, len: len as u64 },
-            mode: if protect { UFFDIO_WRITEPROTECT_MODE_WP } else { 0 },
+            range: UffdioRange {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode: if protect {
+                UFFDIO_WRITEPROTECT_MODE_WP
+            } else {
+                0
+            },
         };
         // SAFETY: UFFDIO_WRITEPROTECT reads our struct; the range is registered memory.
         unsafe { uffdio_writeprotect(self.raw(), &mut w) }
@@ -211,9 +247,14 @@ impl Uffd {
     /// Wakes threads waiting on faults in the range (after the page became accessible some other
     /// way).
     pub fn wake(&self, start: usize, len: usize) -> Result<(), SysError> {
-        let mut r = UffdioRange { start: start as u64, len: len as u64 };
+        let mut r = UffdioRange {
+            start: start as u64,
+            len: len as u64,
+        };
         // SAFETY: UFFDIO_WAKE only reads the range struct.
-        unsafe { uffdio_wake(self.raw(), &mut r) }.map(|_| ()).map_err(err("ioctl(UFFDIO_WAKE)"))
+        unsafe { uffdio_wake(self.raw(), &mut r) }
+            .map(|_| ())
+            .map_err(err("ioctl(UFFDIO_WAKE)"))
     }
 }
 
