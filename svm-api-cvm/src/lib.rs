@@ -160,20 +160,7 @@ pub extern "C" fn svm_cvm_main(
         set_identity(p);
         p
     });
-    if p.me != 0 {
-        p.worker_loop();
-    }
-    let status = real_main(argc, argv);
-    guard("ending the job", || {
-        if p.begin_ending() {
-            if status != 0 {
-                sys::flush_stdio();
-                api::abort_job(status, &format!("main returned {status}"));
-            }
-            p.end_job();
-        }
-    });
-    status
+    workers::run_main(p, argc, argv, real_main)
 }
 
 #[no_mangle]

@@ -53,20 +53,7 @@ pub extern "C" fn svm_splash_main(
         };
         workers::start(svm_protocols::by_name, opts, workers::run_c_fn)
     });
-    if p.me != 0 {
-        p.worker_loop();
-    }
-    let status = real_main(argc, argv);
-    guard("ending the job", || {
-        if p.begin_ending() {
-            if status != 0 {
-                sys::flush_stdio();
-                api::abort_job(status, &format!("main returned {status}"));
-            }
-            p.end_job();
-        }
-    });
-    status
+    workers::run_main(p, argc, argv, real_main)
 }
 
 #[no_mangle]

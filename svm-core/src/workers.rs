@@ -5,6 +5,7 @@
 //! Every node runs the same executable at the same addresses (checked at start with a layout
 //! fingerprint), so a function address means the same function everywhere.
 
+use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -264,6 +265,29 @@ impl Procs {
         }
         self.finish();
     }
+}
+
+/// A C program's `main`.
+pub type CMain = extern "C" fn(c_int, *mut *mut c_char) -> c_int;
+
+/// After [`start`], from the `main` wrapper: workers enter the worker loop (never returning);
+/// the master runs the program's `main`, then ends the job with its status (0: in order,
+/// stopping the workers; otherwise every node exits with that status). Returns the status.
+pub fn run_main(p: &Procs, argc: c_int, argv: *mut *mut c_char, real_main: CMain) -> c_int {
+    if p.me != 0 {
+        p.worker_loop();
+    }
+    let status = real_main(argc, argv);
+    guard("ending the job", || {
+        if p.begin_ending() {
+            if status != 0 {
+                sys::flush_stdio();
+                api::abort_job(status, &format!("main returned {status}"));
+            }
+            p.end_job();
+        }
+    });
+    status
 }
 
 /// Reads the task's function address as a C function of no arguments and runs it.
