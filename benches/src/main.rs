@@ -5,6 +5,7 @@
 
 mod apps;
 mod deck;
+mod fault;
 mod report;
 mod util;
 
@@ -19,12 +20,15 @@ use deck::Level;
 #[command(
     name = "svm-bench",
     version,
-    about = "svm benchmarks: DECK-SCI latency/bandwidth (vs memcpy) and application speedups (vs sequential)",
+    about = "svm benchmarks: DECK-SCI latency/bandwidth (vs memcpy), application speedups (vs sequential) and \
+             page-fault times (vs the SVMlib paper)",
     long_about = "svm benchmarks. Every subcommand measures against a baseline in the same run, checks every \
                   result it times, prints one progress line per configuration on stderr and writes Markdown \
                   tables + SVG plots into --out (default target/svm-bench).\n\n\
                   `apps` needs svmrun and the svm examples next to this binary: \
-                  cargo build --release -p svm-run -p svm --bins --examples"
+                  cargo build --release -p svm-run -p svm --bins --examples\n\n\
+                  `fault` also needs svm-config, libsvm_cvm.so and a C compiler (cc): \
+                  cargo build --release -p svm-run -p svm -p svm-api-cvm --bins --examples --lib"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -73,7 +77,12 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_value = "sc-sw,sc-mw,scope")]
         protocols: Vec<String>,
     },
-    /// `deck` then `apps`.
+    /// The page-fault table of the SVMlib paper: the CVM FFT (64×64×16, `tests/cvm/fft3d.c`) at
+    /// 2, 3, 4 nodes per protocol, fault backend and transport, read/write/average fault time
+    /// beside the published rows, and fault detection time per backend → fault.md +
+    /// fault_time.svg.
+    Fault(Common),
+    /// `deck`, `apps` and `fault`.
     All(Common),
     /// The peer process of `deck` (started by svm-bench itself).
     #[command(hide = true, name = "deck-peer")]
@@ -124,11 +133,13 @@ fn main() -> ExitCode {
             }
             finish("apps", apps::run(common.level(), &common.out(), &protocols))
         }
+        Cmd::Fault(c) => finish("fault", fault::run(c.level(), &c.out())),
         Cmd::All(c) => {
             let d = finish("deck", deck::run(c.level(), &c.out()));
             let protocols: Vec<String> = apps::PROTOCOLS.iter().map(|s| s.to_string()).collect();
             let a = finish("apps", apps::run(c.level(), &c.out(), &protocols));
-            d && a
+            let f = finish("fault", fault::run(c.level(), &c.out()));
+            d && a && f
         }
     };
     if ok {

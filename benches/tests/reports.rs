@@ -85,7 +85,7 @@ fn deck_tiny_writes_verified_report() {
         "| size | DECK-SCI p1 µs | DECK-SCI p2 µs | DECK-SCI p3 µs | DECK-SCI auto µs | µDECK/SCI µs | µDECK/TCP µs | memcpy µs |",
         "## Latency 64 B–8 KiB (one-way, µs, median)",
         "## Bandwidth (MB/s)",
-        "| size | DECK-SCI p3 MB/s | DECK-SCI auto MB/s | DECK-SCI p2 MB/s | µDECK/SCI MB/s | µDECK/TCP MB/s | memcpy MB/s |",
+        "| size | DECK-SCI p3 MB/s | DECK-SCI p3 copy MB/s | DECK-SCI auto MB/s | DECK-SCI p2 MB/s | µDECK/SCI MB/s | µDECK/TCP MB/s | memcpy MB/s |",
         "## Bandwidth as % of memcpy",
         "protocol 1 latency flatness over 0–62 B",
         " 0 failures",

@@ -46,7 +46,9 @@ struct Cvm {
     dispatched: AtomicUsize,
     /// Worker: the last creation round whose snapshot was applied.
     applied: Mutex<u64>,
-    next_thread: AtomicUsize,
+    /// (creation round, next thread index in it): TIDs restart every round, so they stay
+    /// within this process's range (`proc_id * CVM_MAX_THREADS ..`).
+    threads: Mutex<(u64, usize)>,
 }
 
 static CVM: OnceLock<Cvm> = OnceLock::new();
@@ -122,7 +124,16 @@ fn run_worker(f: usize, arg: u64) {
             *applied = round;
         }
     }
-    THREAD.with(|t| t.set(c.next_thread.fetch_add(1, Ordering::Relaxed)));
+    let index = {
+        let mut t = c.threads.lock().unwrap_or_else(|p| p.into_inner());
+        if t.0 != round {
+            // Thread 0 of the master is its main thread, which runs the worker too.
+            *t = (round, usize::from(procs().me == 0));
+        }
+        t.1 += 1;
+        (t.1 - 1) % CVM_MAX_THREADS
+    };
+    THREAD.with(|t| t.set(index));
     workers::run_c_fn(f, arg);
 }
 
@@ -154,8 +165,7 @@ pub extern "C" fn svm_cvm_main(
             threads_per_proc: AtomicUsize::new(1),
             dispatched: AtomicUsize::new(0),
             applied: Mutex::new(0),
-            // Thread 0 of each process is its main thread (the master's runs `main`).
-            next_thread: AtomicUsize::new(1),
+            threads: Mutex::new((0, 0)),
         });
         set_identity(p);
         p

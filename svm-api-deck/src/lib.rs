@@ -2,18 +2,22 @@
 //!
 //! Every exported function catches panics and returns an error code: no panic crosses the C
 //! boundary. Pointers are checked for NULL; beyond that the caller's pointers must be valid as
-//! `deck.h` documents (the usual C contract).
+//! `deck.h` documents (the usual C contract): a `deck_msg_t *` is a live handle this library
+//! handed out (not yet destroyed, not used by another thread during the call), everything else
+//! points to memory valid for the access. Every dereference goes through svm-core's C boundary
+//! ([`svm_core::sys::cabi`]), so this crate has no `unsafe`.
 
 #![allow(non_camel_case_types)]
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_long, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use svm_comm::deck::{Deck, DeckError, Mbox, MboxId, Message};
+use svm_core::sys::cabi;
 
 pub const DECK_OK: c_int = 0;
 pub const DECK_ERROR: c_int = -1;
@@ -103,50 +107,57 @@ fn id_of(m: &deck_mbox_t) -> Result<MboxId, c_int> {
     Ok(MboxId { node, id: m.id })
 }
 
-/// Writes `v` through `p`.
-///
-/// # Safety
-/// `p` is NULL or valid for a write of `T`.
-unsafe fn put<T>(p: *mut T, v: T) -> Result<(), c_int> {
-    if p.is_null() {
-        return Err(fail(DECK_EINVAL, "NULL output pointer"));
+/// Writes `v` through the C out-parameter `p`.
+fn put<T>(p: *mut T, v: T) -> Result<(), c_int> {
+    if cabi::write_out(p, v) {
+        Ok(())
+    } else {
+        Err(fail(DECK_EINVAL, "NULL output pointer"))
     }
-    // SAFETY: non-NULL (checked) and valid for writes by the caller's contract.
-    unsafe { p.write(v) };
-    Ok(())
 }
 
-/// # Safety
-/// `p` is NULL or a message from `deck_msg_create`/a retrieve, not destroyed, not used by
-/// another thread meanwhile.
-unsafe fn msg<'a>(p: *mut deck_msg_t) -> Result<&'a mut Message, c_int> {
-    // SAFETY: by the caller's contract, a non-NULL `p` is a live Box<deck_msg_t> used by us only.
-    unsafe { p.as_mut() }
+/// Hands `m` to C as a new message handle written through `out` (nothing is allocated when
+/// `out` is NULL).
+fn put_msg(out: *mut *mut deck_msg_t, m: Message) -> Result<(), c_int> {
+    if out.is_null() {
+        return Err(fail(DECK_EINVAL, "NULL output pointer"));
+    }
+    put(out, cabi::handle_new(deck_msg_t(m)))
+}
+
+/// The message behind a handle (NULL or a live message from this library, not used by another
+/// thread meanwhile: `deck.h`'s contract).
+fn msg<'a>(p: *mut deck_msg_t) -> Result<&'a mut Message, c_int> {
+    cabi::handle_mut(p)
         .map(|m| &mut m.0)
         .ok_or_else(|| fail(DECK_EINVAL, "NULL message"))
 }
 
-/// # Safety
-/// `p` is NULL or a valid `deck_mbox_t`.
-unsafe fn mbox<'a>(p: *const deck_mbox_t) -> Result<&'a deck_mbox_t, c_int> {
-    // SAFETY: by the caller's contract.
-    unsafe { p.as_ref() }.ok_or_else(|| fail(DECK_EINVAL, "NULL mailbox"))
+/// The message behind a handle, read only.
+fn msg_ref<'a>(p: *const deck_msg_t, what: &str) -> Result<&'a Message, c_int> {
+    cabi::handle_ref(p)
+        .map(|m| &m.0)
+        .ok_or_else(|| fail(DECK_EINVAL, what))
 }
 
-/// # Safety
-/// `p` is NULL or a NUL-terminated string.
-unsafe fn name<'a>(p: *const c_char) -> Result<&'a str, c_int> {
-    if p.is_null() {
-        return Err(fail(DECK_EINVAL, "NULL name"));
-    }
-    // SAFETY: non-NULL and NUL-terminated by the caller's contract.
-    unsafe { CStr::from_ptr(p) }
+/// A copy of the C caller's mailbox (NULL or a valid `deck_mbox_t`).
+fn mbox(p: *const deck_mbox_t) -> Result<deck_mbox_t, c_int> {
+    cabi::read_in(p).ok_or_else(|| fail(DECK_EINVAL, "NULL mailbox"))
+}
+
+/// A name passed by the C caller (NULL or a NUL-terminated string), which must be UTF-8.
+fn name<'a>(p: *const c_char) -> Result<&'a str, c_int> {
+    cabi::c_str(p)
+        .ok_or_else(|| fail(DECK_EINVAL, "NULL name"))?
         .to_str()
         .map_err(|_| fail(DECK_EINVAL, "name is not UTF-8"))
 }
 
-fn new_msg(m: Message) -> *mut deck_msg_t {
-    Box::into_raw(Box::new(deck_msg_t(m)))
+fn mbox_t(id: MboxId) -> deck_mbox_t {
+    deck_mbox_t {
+        node: id.node as u32,
+        id: id.id,
+    }
 }
 
 /// Starts DECK from the environment. `argc`/`argv` are accepted for compatibility and unused.
@@ -195,88 +206,69 @@ pub extern "C" fn deck_strerror() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
-/// # Safety
+/// # C contract
 /// `out` is NULL or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_create(out: *mut *mut deck_msg_t, size: usize) -> c_int {
-    // SAFETY: forwarded caller contract.
-    guard(|| unsafe { put(out, new_msg(Message::new(size))) }.map(|_| DECK_OK))
+pub extern "C" fn deck_msg_create(out: *mut *mut deck_msg_t, size: usize) -> c_int {
+    guard(|| put_msg(out, Message::new(size)).map(|_| DECK_OK))
 }
 
-/// # Safety
+/// # C contract
 /// `m` is NULL or a live message, not used afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_destroy(m: *mut deck_msg_t) -> c_int {
+pub extern "C" fn deck_msg_destroy(m: *mut deck_msg_t) -> c_int {
     guard(|| {
-        if m.is_null() {
-            return Err(fail(DECK_EINVAL, "NULL message"));
-        }
-        // SAFETY: a live message created by Box::into_raw, destroyed once by the caller's contract.
-        drop(unsafe { Box::from_raw(m) });
+        let m = cabi::handle_take(m).ok_or_else(|| fail(DECK_EINVAL, "NULL message"))?;
+        drop(m);
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `m` is NULL or a live message.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_clear(m: *mut deck_msg_t) -> c_int {
-    // SAFETY: forwarded caller contract.
-    guard(|| unsafe { msg(m) }.map(|m| m.clear()).map(|_| DECK_OK))
+pub extern "C" fn deck_msg_clear(m: *mut deck_msg_t) -> c_int {
+    guard(|| msg(m).map(|m| m.clear()).map(|_| DECK_OK))
 }
 
-/// # Safety
+/// # C contract
 /// `m` is NULL or a live message.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_reset(m: *mut deck_msg_t) -> c_int {
-    // SAFETY: forwarded caller contract.
-    guard(|| unsafe { msg(m) }.map(|m| m.reset()).map(|_| DECK_OK))
+pub extern "C" fn deck_msg_reset(m: *mut deck_msg_t) -> c_int {
+    guard(|| msg(m).map(|m| m.reset()).map(|_| DECK_OK))
 }
 
-/// # Safety
+/// # C contract
 /// `m` is NULL or a live message.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_length(m: *const deck_msg_t) -> usize {
-    // SAFETY: forwarded caller contract (only read).
-    catch_unwind(|| unsafe { m.as_ref() }.map_or(0, |m| m.0.len())).unwrap_or(0)
+pub extern "C" fn deck_msg_length(m: *const deck_msg_t) -> usize {
+    catch_unwind(|| cabi::handle_ref(m).map_or(0, |m| m.0.len())).unwrap_or(0)
 }
 
-/// # Safety
+/// # C contract
 /// `m` is NULL or a live message; `data` is valid for `len` bytes (or `len` is 0).
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_pack(
-    m: *mut deck_msg_t,
-    data: *const c_void,
-    len: usize,
-) -> c_int {
+pub extern "C" fn deck_msg_pack(m: *mut deck_msg_t, data: *const c_void, len: usize) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let m = unsafe { msg(m) }?;
-        let b: &[u8] = if len == 0 {
-            &[]
-        } else if data.is_null() {
-            return Err(fail(DECK_EINVAL, "NULL data"));
-        } else {
-            // SAFETY: non-NULL, `len` readable bytes by the caller's contract.
-            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
-        };
+        let m = msg(m)?;
+        let b =
+            cabi::bytes(data.cast::<u8>(), len).ok_or_else(|| fail(DECK_EINVAL, "NULL data"))?;
         m.pack_bytes(b).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `m` is NULL or a live message; `buf` valid for `cap` bytes; `len` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_unpack(
+pub extern "C" fn deck_msg_unpack(
     m: *mut deck_msg_t,
     buf: *mut c_void,
     cap: usize,
     len: *mut usize,
 ) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let m = unsafe { msg(m) }?;
+        let m = msg(m)?;
         let b = m.unpack_bytes().map_err(code)?;
         if b.len() > cap {
             return Err(fail(
@@ -284,43 +276,34 @@ pub unsafe extern "C" fn deck_msg_unpack(
                 &format!("{} bytes do not fit a buffer of {cap}", b.len()),
             ));
         }
-        if !b.is_empty() {
-            if buf.is_null() {
-                return Err(fail(DECK_EINVAL, "NULL buffer"));
-            }
-            // SAFETY: `buf` has room for `cap >= b.len()` bytes by the caller's contract and
-            // cannot overlap our private Vec.
-            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), buf.cast::<u8>(), b.len()) };
+        // `buf` has room for `cap >= b.len()` bytes (the C caller's contract).
+        if !cabi::copy_bytes(buf.cast::<u8>(), b.as_ptr(), b.len()) {
+            return Err(fail(DECK_EINVAL, "NULL buffer"));
         }
-        if !len.is_null() {
-            // SAFETY: non-NULL, writable by the caller's contract.
-            unsafe { len.write(b.len()) };
-        }
+        // `len` is optional: NULL means the caller does not want it.
+        cabi::write_out(len, b.len());
         Ok(DECK_OK)
     })
 }
 
 macro_rules! typed {
     ($pack:ident, $unpack:ident, $t:ty) => {
-        /// # Safety
+        /// # C contract
         /// `m` is NULL or a live message.
         #[no_mangle]
-        pub unsafe extern "C" fn $pack(m: *mut deck_msg_t, v: $t) -> c_int {
-            // SAFETY: forwarded caller contract.
-            guard(|| unsafe { msg(m) }?.pack(&v).map(|_| DECK_OK).map_err(code))
+        pub extern "C" fn $pack(m: *mut deck_msg_t, v: $t) -> c_int {
+            guard(|| msg(m)?.pack(&v).map(|_| DECK_OK).map_err(code))
         }
-        /// # Safety
+        /// # C contract
         /// `m` is NULL or a live message; `out` NULL or writable.
         #[no_mangle]
-        pub unsafe extern "C" fn $unpack(m: *mut deck_msg_t, out: *mut $t) -> c_int {
+        pub extern "C" fn $unpack(m: *mut deck_msg_t, out: *mut $t) -> c_int {
             guard(|| {
                 if out.is_null() {
                     return Err(fail(DECK_EINVAL, "NULL output pointer"));
                 }
-                // SAFETY: forwarded caller contract.
-                let v = unsafe { msg(m) }?.unpack::<$t>().map_err(code)?;
-                // SAFETY: forwarded caller contract.
-                unsafe { put(out, v) }?;
+                let v = msg(m)?.unpack::<$t>().map_err(code)?;
+                put(out, v)?;
                 Ok(DECK_OK)
             })
         }
@@ -332,79 +315,57 @@ typed!(deck_msg_pack_int64, deck_msg_unpack_int64, i64);
 typed!(deck_msg_pack_uint64, deck_msg_unpack_uint64, u64);
 typed!(deck_msg_pack_double, deck_msg_unpack_double, f64);
 
-/// # Safety
+/// # C contract
 /// `m` NULL or a live message; `b` NULL or a valid mailbox.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_pack_mbox(m: *mut deck_msg_t, b: *const deck_mbox_t) -> c_int {
+pub extern "C" fn deck_msg_pack_mbox(m: *mut deck_msg_t, b: *const deck_mbox_t) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let id = id_of(unsafe { mbox(b) }?)?;
-        // SAFETY: forwarded caller contract.
-        unsafe { msg(m) }?.pack(&id).map_err(code)?;
+        let id = id_of(&mbox(b)?)?;
+        msg(m)?.pack(&id).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `m` NULL or a live message; `b` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_unpack_mbox(m: *mut deck_msg_t, b: *mut deck_mbox_t) -> c_int {
+pub extern "C" fn deck_msg_unpack_mbox(m: *mut deck_msg_t, b: *mut deck_mbox_t) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let id = unsafe { msg(m) }?.unpack::<MboxId>().map_err(code)?;
-        // SAFETY: forwarded caller contract.
-        unsafe {
-            put(
-                b,
-                deck_mbox_t {
-                    node: id.node as u32,
-                    id: id.id,
-                },
-            )
-        }?;
+        let id = msg(m)?.unpack::<MboxId>().map_err(code)?;
+        put(b, mbox_t(id))?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `m` and `inner` NULL or live messages (distinct).
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_pack_msg(m: *mut deck_msg_t, inner: *const deck_msg_t) -> c_int {
+pub extern "C" fn deck_msg_pack_msg(m: *mut deck_msg_t, inner: *const deck_msg_t) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract (read only).
-        let inner = unsafe { inner.as_ref() }
-            .ok_or_else(|| fail(DECK_EINVAL, "NULL inner message"))?
-            .0
-            .clone();
-        // SAFETY: forwarded caller contract.
-        unsafe { msg(m) }?.pack(&inner).map_err(code)?;
+        let inner = msg_ref(inner, "NULL inner message")?.clone();
+        msg(m)?.pack(&inner).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `m` NULL or a live message; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn deck_msg_unpack_msg(
-    m: *mut deck_msg_t,
-    out: *mut *mut deck_msg_t,
-) -> c_int {
+pub extern "C" fn deck_msg_unpack_msg(m: *mut deck_msg_t, out: *mut *mut deck_msg_t) -> c_int {
     guard(|| {
         if out.is_null() {
             return Err(fail(DECK_EINVAL, "NULL output pointer"));
         }
-        // SAFETY: forwarded caller contract.
-        let inner = unsafe { msg(m) }?.unpack::<Message>().map_err(code)?;
-        // SAFETY: forwarded caller contract.
-        unsafe { put(out, new_msg(inner)) }?;
+        let inner = msg(m)?.unpack::<Message>().map_err(code)?;
+        put_msg(out, inner)?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `out` NULL or writable; `nm` NULL or a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_create(out: *mut deck_mbox_t, nm: *const c_char) -> c_int {
+pub extern "C" fn deck_mbox_create(out: *mut deck_mbox_t, nm: *const c_char) -> c_int {
     guard(|| {
         if out.is_null() {
             return Err(fail(DECK_EINVAL, "NULL mailbox"));
@@ -412,23 +373,13 @@ pub unsafe extern "C" fn deck_mbox_create(out: *mut deck_mbox_t, nm: *const c_ch
         let d = deck()?;
         let b = d.mbox_create();
         if !nm.is_null() {
-            // SAFETY: forwarded caller contract.
-            d.bind(&b, unsafe { name(nm) }?).map_err(code)?;
+            d.bind(&b, name(nm)?).map_err(code)?;
         }
         let id = b.id();
         if let Some(st) = state().as_mut() {
             st.owned.insert(id.id, Arc::new(b));
         }
-        // SAFETY: forwarded caller contract.
-        unsafe {
-            put(
-                out,
-                deck_mbox_t {
-                    node: id.node as u32,
-                    id: id.id,
-                },
-            )
-        }?;
+        put(out, mbox_t(id))?;
         Ok(DECK_OK)
     })
 }
@@ -450,13 +401,12 @@ fn owned(b: &deck_mbox_t) -> Result<Arc<Mbox>, c_int> {
         .ok_or_else(|| fail(DECK_EINVAL, "no such mailbox (destroyed?)"))
 }
 
-/// # Safety
+/// # C contract
 /// `b` NULL or a valid mailbox.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_destroy(b: *mut deck_mbox_t) -> c_int {
+pub extern "C" fn deck_mbox_destroy(b: *mut deck_mbox_t) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let b = *unsafe { mbox(b) }?;
+        let b = mbox(b)?;
         owned(&b)?;
         if let Some(st) = state().as_mut() {
             st.owned.remove(&b.id);
@@ -465,35 +415,28 @@ pub unsafe extern "C" fn deck_mbox_destroy(b: *mut deck_mbox_t) -> c_int {
     })
 }
 
-/// # Safety
+/// # C contract
 /// `b` NULL or a valid mailbox; `m` NULL or a live message.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_post(b: *const deck_mbox_t, m: *const deck_msg_t) -> c_int {
+pub extern "C" fn deck_mbox_post(b: *const deck_mbox_t, m: *const deck_msg_t) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let id = id_of(unsafe { mbox(b) }?)?;
-        // SAFETY: forwarded caller contract (read only).
-        let m = unsafe { m.as_ref() }.ok_or_else(|| fail(DECK_EINVAL, "NULL message"))?;
-        deck()?.post(id, &m.0).map_err(code)?;
+        let id = id_of(&mbox(b)?)?;
+        let m = msg_ref(m, "NULL message")?;
+        deck()?.post(id, m).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
 /// `timeout`: None blocks, Some(0) does not wait.
 ///
-/// # Safety
+/// # C contract
 /// `b` NULL or valid; `out` NULL or writable.
-unsafe fn retrieve(
-    b: *const deck_mbox_t,
-    out: *mut *mut deck_msg_t,
-    timeout: Option<Duration>,
-) -> c_int {
+fn retrieve(b: *const deck_mbox_t, out: *mut *mut deck_msg_t, timeout: Option<Duration>) -> c_int {
     guard(|| {
         if out.is_null() {
             return Err(fail(DECK_EINVAL, "NULL output pointer"));
         }
-        // SAFETY: forwarded caller contract.
-        let b = owned(unsafe { mbox(b) }?)?;
+        let b = owned(&mbox(b)?)?;
         let m = match timeout {
             None => b.retrieve(),
             Some(t) if t.is_zero() => b
@@ -503,110 +446,84 @@ unsafe fn retrieve(
                 .retrieve_timeout(t)
                 .ok_or_else(|| fail(DECK_ETIMEDOUT, "no message in time"))?,
         };
-        // SAFETY: forwarded caller contract.
-        unsafe { put(out, new_msg(m)) }?;
+        put_msg(out, m)?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `b` NULL or valid; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_retrv(
-    b: *const deck_mbox_t,
-    out: *mut *mut deck_msg_t,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe { retrieve(b, out, None) }
+pub extern "C" fn deck_mbox_retrv(b: *const deck_mbox_t, out: *mut *mut deck_msg_t) -> c_int {
+    retrieve(b, out, None)
 }
 
-/// # Safety
+/// # C contract
 /// `b` NULL or valid; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_tretrv(
+pub extern "C" fn deck_mbox_tretrv(
     b: *const deck_mbox_t,
     out: *mut *mut deck_msg_t,
     timeout_ms: c_long,
 ) -> c_int {
     let t = Duration::from_millis(timeout_ms.max(1) as u64);
-    // SAFETY: forwarded caller contract.
-    unsafe { retrieve(b, out, Some(t)) }
+    retrieve(b, out, Some(t))
 }
 
-/// # Safety
+/// # C contract
 /// `b` NULL or valid; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_tryretrv(
-    b: *const deck_mbox_t,
-    out: *mut *mut deck_msg_t,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe { retrieve(b, out, Some(Duration::ZERO)) }
+pub extern "C" fn deck_mbox_tryretrv(b: *const deck_mbox_t, out: *mut *mut deck_msg_t) -> c_int {
+    retrieve(b, out, Some(Duration::ZERO))
 }
 
-/// # Safety
+/// # C contract
 /// `b` NULL or valid; `nm` NULL or a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_bind(b: *const deck_mbox_t, nm: *const c_char) -> c_int {
+pub extern "C" fn deck_mbox_bind(b: *const deck_mbox_t, nm: *const c_char) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let b = owned(unsafe { mbox(b) }?)?;
-        // SAFETY: forwarded caller contract.
-        deck()?.bind(&b, unsafe { name(nm) }?).map_err(code)?;
+        let b = owned(&mbox(b)?)?;
+        deck()?.bind(&b, name(nm)?).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `out` NULL or writable; `nm` NULL or a NUL-terminated string.
-unsafe fn fetch(out: *mut deck_mbox_t, nm: *const c_char, timeout: Option<Duration>) -> c_int {
+fn fetch(out: *mut deck_mbox_t, nm: *const c_char, timeout: Option<Duration>) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let n = unsafe { name(nm) }?;
+        let n = name(nm)?;
         let d = deck()?;
         let id = match timeout {
             None => d.fetch(n),
             Some(t) => d.fetch_timeout(n, t),
         }
         .map_err(code)?;
-        // SAFETY: forwarded caller contract.
-        unsafe {
-            put(
-                out,
-                deck_mbox_t {
-                    node: id.node as u32,
-                    id: id.id,
-                },
-            )
-        }?;
+        put(out, mbox_t(id))?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `out` NULL or writable; `nm` NULL or a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_fetch(out: *mut deck_mbox_t, nm: *const c_char) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe { fetch(out, nm, None) }
+pub extern "C" fn deck_mbox_fetch(out: *mut deck_mbox_t, nm: *const c_char) -> c_int {
+    fetch(out, nm, None)
 }
 
-/// # Safety
+/// # C contract
 /// `out` NULL or writable; `nm` NULL or a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn deck_mbox_tfetch(
+pub extern "C" fn deck_mbox_tfetch(
     out: *mut deck_mbox_t,
     nm: *const c_char,
     timeout_ms: c_long,
 ) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        fetch(
-            out,
-            nm,
-            Some(Duration::from_millis(timeout_ms.max(0) as u64)),
-        )
-    }
+    fetch(
+        out,
+        nm,
+        Some(Duration::from_millis(timeout_ms.max(0) as u64)),
+    )
 }
 
 #[no_mangle]
@@ -618,27 +535,21 @@ fn root_of(root: c_int) -> Result<u16, c_int> {
     u16::try_from(root).map_err(|_| fail(DECK_EINVAL, "root out of range"))
 }
 
-/// # Safety
+/// # C contract
 /// `m` NULL or a live message.
 #[no_mangle]
-pub unsafe extern "C" fn deck_bcast(root: c_int, m: *mut deck_msg_t) -> c_int {
+pub extern "C" fn deck_bcast(root: c_int, m: *mut deck_msg_t) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract.
-        let m = unsafe { msg(m) }?;
+        let m = msg(m)?;
         deck()?.broadcast(root_of(root)?, m).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `result` NULL or writable (only written on the root).
 #[no_mangle]
-pub unsafe extern "C" fn deck_reduce_double(
-    root: c_int,
-    v: f64,
-    op: c_int,
-    result: *mut f64,
-) -> c_int {
+pub extern "C" fn deck_reduce_double(root: c_int, v: f64, op: c_int, result: *mut f64) -> c_int {
     guard(|| {
         let f: fn(f64, f64) -> f64 = match op {
             0 => |a, b| a + b,
@@ -647,34 +558,100 @@ pub unsafe extern "C" fn deck_reduce_double(
             _ => return Err(fail(DECK_EINVAL, "unknown reduction operation")),
         };
         if let Some(r) = deck()?.reduce(root_of(root)?, v, f).map_err(code)? {
-            // SAFETY: forwarded caller contract.
-            unsafe { put(result, r) }?;
+            put(result, r)?;
         }
         Ok(DECK_OK)
     })
 }
 
-/// # Safety
+/// # C contract
 /// `m` NULL or a live message; on the root `out` has room for `deck_nodes()` pointers.
 #[no_mangle]
-pub unsafe extern "C" fn deck_gather(
+pub extern "C" fn deck_gather(
     root: c_int,
     m: *const deck_msg_t,
     out: *mut *mut deck_msg_t,
 ) -> c_int {
     guard(|| {
-        // SAFETY: forwarded caller contract (read only).
-        let m = unsafe { m.as_ref() }.ok_or_else(|| fail(DECK_EINVAL, "NULL message"))?;
+        let m = msg_ref(m, "NULL message")?;
         let d = deck()?;
         if d.node() as c_int == root && out.is_null() {
             return Err(fail(DECK_EINVAL, "NULL output array on the root"));
         }
-        if let Some(all) = d.gather(root_of(root)?, &m.0).map_err(code)? {
-            for (i, x) in all.into_iter().enumerate() {
-                // SAFETY: `out` has room for deck_nodes() entries by the caller's contract.
-                unsafe { out.add(i).write(new_msg(x)) };
+        if let Some(all) = d.gather(root_of(root)?, m).map_err(code)? {
+            let handles: Vec<*mut deck_msg_t> = all
+                .into_iter()
+                .map(|x| cabi::handle_new(deck_msg_t(x)))
+                .collect();
+            // `out` has room for deck_nodes() entries on the root (the C caller's contract).
+            if !cabi::write_array(out, &handles) {
+                handles.into_iter().for_each(|h| drop(cabi::handle_take(h)));
+                return Err(fail(DECK_EINVAL, "NULL output array on the root"));
             }
         }
         Ok(DECK_OK)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_through_the_c_entry_points() {
+        let mut m: *mut deck_msg_t = std::ptr::null_mut();
+        assert_eq!(deck_msg_create(std::ptr::null_mut(), 16), DECK_EINVAL);
+        assert_eq!(deck_msg_create(&mut m, 256), DECK_OK);
+        assert!(!m.is_null());
+        assert_eq!(deck_msg_pack_int32(m, -7), DECK_OK);
+        assert_eq!(deck_msg_pack(m, b"abc".as_ptr().cast(), 3), DECK_OK);
+        assert_eq!(deck_msg_pack(m, std::ptr::null(), 3), DECK_EINVAL);
+        let mut inner: *mut deck_msg_t = std::ptr::null_mut();
+        assert_eq!(deck_msg_create(&mut inner, 64), DECK_OK);
+        assert_eq!(deck_msg_pack_double(inner, 2.5), DECK_OK);
+        assert_eq!(deck_msg_pack_msg(m, inner), DECK_OK);
+        assert_eq!(deck_msg_destroy(inner), DECK_OK);
+        assert!(deck_msg_length(m) > 0);
+        assert_eq!(deck_msg_length(std::ptr::null()), 0);
+
+        assert_eq!(deck_msg_reset(m), DECK_OK);
+        let mut v = 0i32;
+        assert_eq!(deck_msg_unpack_int32(m, &mut v), DECK_OK);
+        assert_eq!(v, -7);
+        let (mut buf, mut len) = ([0u8; 2], 0usize);
+        assert_eq!(
+            deck_msg_unpack(m, buf.as_mut_ptr().cast(), 2, &mut len),
+            DECK_EOVERFLOW
+        );
+        assert_eq!(deck_msg_reset(m), DECK_OK);
+        assert_eq!(deck_msg_unpack_int32(m, &mut v), DECK_OK);
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            deck_msg_unpack(m, buf.as_mut_ptr().cast(), 8, &mut len),
+            DECK_OK
+        );
+        assert_eq!(&buf[..len], b"abc");
+        let mut out: *mut deck_msg_t = std::ptr::null_mut();
+        assert_eq!(deck_msg_unpack_msg(m, &mut out), DECK_OK);
+        let mut d = 0f64;
+        assert_eq!(deck_msg_unpack_double(out, &mut d), DECK_OK);
+        assert_eq!(d, 2.5);
+        assert_eq!(deck_msg_destroy(out), DECK_OK);
+
+        assert_eq!(deck_msg_clear(m), DECK_OK);
+        assert_eq!(deck_msg_length(m), 0);
+        assert_eq!(deck_msg_clear(std::ptr::null_mut()), DECK_EINVAL);
+        assert_eq!(deck_msg_destroy(m), DECK_OK);
+        assert_eq!(deck_msg_destroy(std::ptr::null_mut()), DECK_EINVAL);
+    }
+
+    #[test]
+    fn names_must_be_utf8_and_mailboxes_non_null() {
+        assert_eq!(name(c"box".as_ptr()), Ok("box"));
+        assert_eq!(name(c"\xff".as_ptr()), Err(DECK_EINVAL));
+        assert_eq!(name(std::ptr::null()), Err(DECK_EINVAL));
+        let b = deck_mbox_t { node: 1, id: 9 };
+        assert_eq!(mbox(&b).map(|m| (m.node, m.id)), Ok((1, 9)));
+        assert!(mbox(std::ptr::null()).is_err());
+    }
 }

@@ -2,74 +2,40 @@
 //!
 //! The obligation these rest on belongs to the C caller: `smi.h` documents that pointer
 //! arguments are NULL or valid for the access, as C APIs do. NULL is always checked; anything
-//! else is taken at the caller's word. Keeping every dereference here keeps `unsafe` out of the
-//! rest of the crate.
+//! else is taken at the caller's word. The dereferences themselves are svm-core's C boundary
+//! ([`svm_core::sys::cabi`]); this module adapts it to the SMI runtime's conventions (addresses
+//! as `usize`, the program's `argc`/`argv` by pointer), so the crate has no `unsafe` at all.
 
-use std::ffi::{c_char, c_void, CStr};
+#![forbid(unsafe_code)]
+
+use std::ffi::{c_char, c_void};
+
+use svm_core::sys::cabi;
 
 /// Writes `v` through a C out-parameter. False (nothing written) for NULL.
 pub fn put<T>(p: *mut T, v: T) -> bool {
-    if p.is_null() {
-        return false;
-    }
-    // SAFETY: non-NULL, and the C caller guarantees writable storage for a `T` at `p`.
-    unsafe { p.write_unaligned(v) };
-    true
+    cabi::write_out(p, v)
 }
 
 /// Reads a `T` through a C in-parameter. None for NULL.
 pub fn get<T: Copy>(p: *const T) -> Option<T> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: non-NULL, and the C caller guarantees a readable `T` at `p`.
-    Some(unsafe { p.read_unaligned() })
+    cabi::read_in(p)
 }
 
 /// Copies `len` elements out of a C array. None for NULL with a non-zero length.
 pub fn read_array<T: Copy>(p: *const T, len: usize) -> Option<Vec<T>> {
-    if len == 0 {
-        return Some(Vec::new());
-    }
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the C caller guarantees `len` readable elements at `p`.
-    Some(
-        (0..len)
-            .map(|i| unsafe { p.add(i).read_unaligned() })
-            .collect(),
-    )
+    cabi::read_array(p, len)
 }
 
 /// Writes `src` into a C array with room for `src.len()` elements. False for NULL.
 pub fn write_array<T: Copy>(p: *mut T, src: &[T]) -> bool {
-    if src.is_empty() {
-        return true;
-    }
-    if p.is_null() {
-        return false;
-    }
-    for (i, v) in src.iter().enumerate() {
-        // SAFETY: the C caller guarantees room for `src.len()` elements at `p`.
-        unsafe { p.add(i).write_unaligned(*v) };
-    }
-    true
+    cabi::write_array(p, src)
 }
 
 /// memmove of `len` bytes between C buffers (either may be shared memory: touching it is
 /// served by the DSM's fault handling). False if either is NULL.
 pub fn copy(dst: usize, src: usize, len: usize) -> bool {
-    if len == 0 {
-        return true;
-    }
-    if dst == 0 || src == 0 {
-        return false;
-    }
-    // SAFETY: the C caller guarantees both ranges are valid for `len` bytes; `copy` allows
-    // overlap.
-    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
-    true
+    cabi::copy_bytes(dst as *mut u8, src as *const u8, len)
 }
 
 /// Copies `len` bytes of a C buffer into a vector. None for NULL with a non-zero length.
@@ -85,24 +51,18 @@ pub fn bytes_to(p: usize, src: &[u8]) -> bool {
 
 /// A NUL-terminated C string (lossily converted). None for NULL.
 pub fn string(p: *const c_char) -> Option<String> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: non-NULL, and the C caller guarantees a NUL-terminated string at `p`.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    cabi::c_string(p)
 }
 
 /// `malloc(size)` of the C library (memory the C program may `free`). Null on failure.
 pub fn malloc(size: usize) -> *mut c_void {
-    // SAFETY: malloc has no preconditions.
-    unsafe { libc::malloc(size.max(1)) }
+    cabi::malloc(size)
 }
 
-/// `free(p)` of the C library, for memory from [`malloc`].
+/// `free(p)` of the C library, for memory from [`malloc`]: `p` is NULL or came from `malloc`
+/// and is freed once (kept by the registries that own these pointers).
 pub fn free(p: *mut c_void) {
-    // SAFETY: `p` is NULL or came from `malloc` above and is freed once (callers' contract,
-    // kept by the registries that own these pointers).
-    unsafe { libc::free(p) }
+    cabi::free(p)
 }
 
 /// A C array of `v`'s elements in fresh `malloc` memory (the program may `free` it).
@@ -163,9 +123,56 @@ pub fn redirect_fd(fd: i32, path: &str, read: bool) -> std::io::Result<()> {
             .truncate(true)
             .open(path)?
     };
-    // SAFETY: dup2 on two valid descriptors: `f` is open, `fd` is a standard stream number.
-    if unsafe { libc::dup2(f.as_raw_fd(), fd) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // `f` is open for the call (dropping it afterwards leaves `fd` pointing at the file).
+    nix::unistd::dup2(f.as_raw_fd(), fd)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn buffers_round_trip_and_null_is_refused() {
+        let src = *b"hello";
+        let mut dst = [0u8; 5];
+        assert!(copy(dst.as_mut_ptr() as usize, src.as_ptr() as usize, 5));
+        assert_eq!(&dst, b"hello");
+        assert!(!copy(0, src.as_ptr() as usize, 5));
+        assert!(copy(0, 0, 0));
+        assert_eq!(
+            bytes_from(src.as_ptr() as usize, 5).as_deref(),
+            Some(&b"hello"[..])
+        );
+        assert_eq!(bytes_from(0, 1), None);
+        let p = malloc_array(&[1i32, 2, 3]);
+        assert_eq!(read_array(p, 3), Some(vec![1, 2, 3]));
+        free(p.cast());
+    }
+
+    #[test]
+    fn redirect_fd_points_a_descriptor_at_a_file() {
+        let dir = std::env::temp_dir().join(format!("svm_smi_ffi_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (inp, outp) = (dir.join("in"), dir.join("out"));
+        std::fs::write(&inp, "from the file").unwrap();
+        // Stand-ins for the standard streams: descriptors this test owns.
+        let mut r = std::fs::File::open("/dev/null").unwrap();
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        redirect_fd(r.as_raw_fd(), inp.to_str().unwrap(), true).unwrap();
+        redirect_fd(w.as_raw_fd(), outp.to_str().unwrap(), false).unwrap();
+        let mut s = String::new();
+        r.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "from the file");
+        w.write_all(b"to the file").unwrap();
+        drop(w);
+        assert_eq!(std::fs::read_to_string(&outp).unwrap(), "to the file");
+        assert!(redirect_fd(r.as_raw_fd(), dir.join("missing").to_str().unwrap(), true).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

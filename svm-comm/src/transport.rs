@@ -39,49 +39,53 @@ pub trait Link: Send + Sync {
 }
 
 /// Reassembles frames from a byte stream.
+///
+/// `buf` is always fully initialised (zeroed once when it grows), and the valid bytes are
+/// `buf[start..end]`: handing out spare space never zeroes it again, so a receive costs only the
+/// copy of the bytes received.
 #[derive(Default)]
 pub struct RecvBuf {
     buf: Vec<u8>,
     start: usize,
-    /// Length of the valid data when `spare` handed out the free space.
-    mark: usize,
+    end: usize,
 }
 
 impl RecvBuf {
     pub fn new() -> Self {
-        RecvBuf { buf: Vec::with_capacity(1 << 16), start: 0, mark: 0 }
+        RecvBuf { buf: vec![0; 1 << 16], start: 0, end: 0 }
     }
 
     /// Spare space to read into (at least `min` bytes), compacting consumed bytes first.
     pub fn spare(&mut self, min: usize) -> &mut [u8] {
-        if self.start > 0 && (self.start == self.buf.len() || self.start > self.buf.capacity() / 2) {
-            self.buf.drain(..self.start);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.start > 0 && (self.start > self.buf.len() / 2 || self.buf.len() - self.end < min) {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
             self.start = 0;
         }
-        let len = self.buf.len();
-        if self.buf.capacity() - len < min {
-            self.buf.reserve(min);
+        if self.buf.len() - self.end < min {
+            let want = (self.end + min).max(self.buf.len() * 2);
+            self.buf.resize(want, 0);
         }
-        let cap = self.buf.capacity();
-        self.buf.resize(cap, 0);
-        self.mark = len;
-        &mut self.buf[len..]
+        &mut self.buf[self.end..]
     }
 
-    /// Records that `n` bytes were written into the slice returned by the last `spare` (the
-    /// rest of it is dropped again).
+    /// Records that `n` bytes were written at the start of the slice returned by the last
+    /// `spare`.
     pub fn commit(&mut self, n: usize) {
-        self.buf.truncate(self.mark + n);
+        self.end = (self.end + n).min(self.buf.len());
     }
 
     /// Bytes held (not yet consumed).
     pub fn filled(&self) -> usize {
-        self.buf.len()
+        self.end - self.start
     }
 
     /// If a whole frame is buffered, returns its byte range and consumes it.
     pub fn next_frame(&mut self) -> Result<Option<&[u8]>, WireError> {
-        let avail = &self.buf[self.start..];
+        let avail = &self.buf[self.start..self.end];
         if avail.len() < HEADER_LEN {
             return Ok(None);
         }
@@ -97,7 +101,7 @@ impl RecvBuf {
 
     /// Bytes of a partial frame still buffered (non-zero when a peer died mid-frame).
     pub fn pending(&self) -> usize {
-        self.buf.len() - self.start
+        self.end - self.start
     }
 }
 

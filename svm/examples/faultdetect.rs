@@ -14,29 +14,49 @@
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: faultdetect [PAGES] [ROUNDS]   (defaults 512 4; PAGES 1..=16384, ROUNDS 2..=100)";
+const USAGE: &str =
+    "usage: faultdetect [PAGES] [ROUNDS]   (defaults 512 4; PAGES 1..=16384, ROUNDS 2..=100)";
 
 fn parse(args: &[String]) -> Result<(usize, usize), String> {
     let num = |s: &String, what: &str, lo: usize, hi: usize| match s.parse::<usize>() {
         Ok(v) if (lo..=hi).contains(&v) => Ok(v),
-        _ => Err(format!("{what} must be an integer in {lo}..={hi}, got {s:?}")),
+        _ => Err(format!(
+            "{what} must be an integer in {lo}..={hi}, got {s:?}"
+        )),
     };
     match args {
         [] => Ok((512, 4)),
         [p] => Ok((num(p, "PAGES", 1, 16384)?, 4)),
         [p, r] => Ok((num(p, "PAGES", 1, 16384)?, num(r, "ROUNDS", 2, 100)?)),
-        _ => Err(format!("expected at most two arguments, got {}", args.len())),
+        _ => Err(format!(
+            "expected at most two arguments, got {}",
+            args.len()
+        )),
     }
 }
 
-fn run(pages: usize, rounds: usize) -> Result<(), svm::SvmError> {
+fn run(pages: usize, rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
     let svm = svm::init()?;
     let mut samples: Vec<(f64, f64, f64)> = Vec::new();
+    // The probe frees its pages, and this node's allocator hands freed pages out again with
+    // their contents (they no longer fault): after each round, hold an allocation of the same
+    // size so that the next round gets fresh pages.
+    let mut held = Vec::new();
     for r in 0..rounds {
         let m = svm::measure_fault_detection(pages)?;
-        if r >= 0 {
+        held.push(svm::alloc_local::<u8>(pages * svm::page_size())?);
+        if r > 0 {
             samples.push(m);
         }
+    }
+    if samples.iter().any(|s| s.0 <= 0.0) {
+        return Err(format!(
+            "a round of the probe saw no fault (its pages were not fresh): {samples:?}"
+        )
+        .into());
+    }
+    for h in held {
+        svm::free_local(h)?;
     }
     let backend = svm::stats().fault_backend;
     if svm::node_id() == 0 {

@@ -8,17 +8,19 @@
  *             process fills its slab of j, reading every other process's planes); barrier;
  *             transform the remaining dimension (i, now contiguous); barrier.
  *   check 1:  the master computes the same transform privately (plain malloc memory, one
- *             process) and compares it with B: max abs difference < 1e-9.
+ *             process) and compares it with B: max abs difference < 1e-9; and it compares
+ *             five output points with a direct DFT sum: < 1e-8.
  *   inverse:  the same steps backwards (inverse along i in B; barrier; transpose back into A;
  *             barrier; inverse along j and k); every process compares its planes with the
  *             input: max abs error < 1e-9.
  *
- *   fft3d [-x N1] [-y N2] [-z N3]      (powers of two, each 2..1024)
+ *   fft3d [-x N1] [-y N2] [-z N3] [-p P]   (sizes: powers of two, each 2..1024; -p: the
+ *                                          number of processes expected, checked)
  *
- * Prints "fft3d OK err=<max inverse error> fwd_err=<max forward difference> time_s=<s>
- * procs=<P> size=<N1>x<N2>x<N3>" (the key=value words are an interface: svm-bench reads
- * them), or "fft3d FAIL ..." and exits 1. time_s is the parallel forward + inverse time seen
- * by the master, without the checks.
+ * Prints "fft3d OK err=<max inverse error> fwd_err=<max forward difference> dft_err=<max
+ * difference from the direct DFT> time_s=<s> procs=<P> size=<N1>x<N2>x<N3>" (the key=value
+ * words are an interface: svm-bench reads them), or "fft3d FAIL ..." and exits 1. time_s is
+ * the parallel forward + inverse time seen by the master, without the checks.
  *
  * Build and run (docs/cvm.md):
  *   cc -O2 $(svm-config --cflags) fft3d.c $(svm-config --libs cvm) -o fft3d -lm
@@ -30,6 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
 
 #define MAX_PROCS 1024
 
@@ -190,11 +196,38 @@ static double forward_reference_diff(void)
     return worst;
 }
 
+/* Max difference between B and a direct (O(N) per point) 3-D DFT at a few output points: the
+ * transform is the DFT, not merely an invertible map. */
+static double direct_dft_diff(void)
+{
+    static const int pts[5][3] = { { 0, 0, 0 }, { 1, 2, 3 }, { -1, 7, -1 }, { 5, -3, 1 }, { -2, -1, 2 } };
+    double worst = 0.0;
+    int q, i, j, k;
+    for (q = 0; q < 5; q++) {
+        int u = (pts[q][0] % N1 + N1) % N1, v = (pts[q][1] % N2 + N2) % N2, w = (pts[q][2] % N3 + N3) % N3;
+        double re = 0.0, im = 0.0, d;
+        for (i = 0; i < N1; i++)
+            for (j = 0; j < N2; j++)
+                for (k = 0; k < N3; k++) {
+                    cplx x = input(i, j, k);
+                    double f = (double)((long)u * i % N1) / N1 + (double)((long)v * j % N2) / N2 +
+                               (double)((long)w * k % N3) / N3;
+                    double c = cos(-2.0 * M_PI * f), s = sin(-2.0 * M_PI * f);
+                    re += x.re * c - x.im * s;
+                    im += x.re * s + x.im * c;
+                }
+        d = sqrt((re - B[ib(v, w, u)].re) * (re - B[ib(v, w, u)].re) +
+                 (im - B[ib(v, w, u)].im) * (im - B[ib(v, w, u)].im));
+        if (!(d <= worst)) worst = d;
+    }
+    return worst;
+}
+
 static void worker(void)
 {
     int p = PID, procs = cvm_num_procs;
     int lo1, hi1, lo2, hi2, i, j, k;
-    double t0 = 0, t_fwd = 0, t1 = 0, t_inv = 0, fwd_err = 0, err = 0;
+    double t0 = 0, t_fwd = 0, t1 = 0, t_inv = 0, fwd_err = 0, dft_err = 0, err = 0;
     int maxn = N1 > N2 ? N1 : N2;
     if (N3 > maxn) maxn = N3;
 
@@ -223,6 +256,7 @@ static void worker(void)
     if (p == 0) {
         t_fwd = now_s() - t0;
         fwd_err = forward_reference_diff();
+        dft_err = direct_dft_diff();
     }
     cvm_barrier(0);
 
@@ -249,12 +283,13 @@ static void worker(void)
         int q, ok;
         for (q = 0; q < procs; q++)
             if (!(errs[q] <= err)) err = errs[q];
-        ok = err < 1e-9 && fwd_err < 1e-9;
-        printf("fft3d %s err=%.3e fwd_err=%.3e time_s=%.6f procs=%d size=%dx%dx%d\n",
-               ok ? "OK" : "FAIL", err, fwd_err, t_fwd + t_inv, procs, N1, N2, N3);
+        ok = err < 1e-9 && fwd_err < 1e-9 && dft_err < 1e-8;
+        printf("fft3d %s err=%.3e fwd_err=%.3e dft_err=%.3e time_s=%.6f procs=%d size=%dx%dx%d\n",
+               ok ? "OK" : "FAIL", err, fwd_err, dft_err, t_fwd + t_inv, procs, N1, N2, N3);
         fflush(stdout);
-        if (!ok) cvm_exit("fft3d: FAIL: the %s check failed (inverse err %.3e, forward diff %.3e, limit 1e-9)",
-                          err < 1e-9 ? "forward" : "inverse", err, fwd_err);
+        if (!ok)
+            cvm_exit("fft3d: FAIL: inverse err %.3e (limit 1e-9), forward vs one-process %.3e (limit 1e-9), "
+                     "forward vs direct DFT %.3e (limit 1e-8)", err, fwd_err, dft_err);
     }
     free(tw1);
     free(tw2);
@@ -264,16 +299,20 @@ static void worker(void)
 
 static void usage(const char *msg)
 {
-    fprintf(stderr, "fft3d: %s\nusage: fft3d [-x N1] [-y N2] [-z N3]   (powers of two 2..1024; default 64 64 16)\n", msg);
+    fprintf(stderr, "fft3d: %s\nusage: fft3d [-x N1] [-y N2] [-z N3] [-p P]   (powers of two 2..1024; default 64 64 16)\n", msg);
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    int a;
+    int a, want = -1;
     long n;
     for (a = 1; a < argc; a++) {
         int *dim = NULL;
+        if (!strcmp(argv[a], "-p") && a + 1 < argc) {
+            want = atoi(argv[++a]);
+            continue;
+        }
         if (!strcmp(argv[a], "-x")) dim = &N1;
         else if (!strcmp(argv[a], "-y")) dim = &N2;
         else if (!strcmp(argv[a], "-z")) dim = &N3;
@@ -283,6 +322,8 @@ int main(int argc, char **argv)
         if (!is_pow2(*dim)) usage("sizes must be powers of two between 2 and 1024");
     }
     cvm_startup(argc, argv);
+    if (want >= 0 && want != cvm_num_procs)
+        cvm_exit("fft3d: FAIL: %d processes, expected %d (-p)", cvm_num_procs, want);
     if (cvm_num_procs > MAX_PROCS) cvm_exit("fft3d: at most %d processes", MAX_PROCS);
     n = (long)N1 * N2 * N3;
     A = cvm_alloc((int)(sizeof(cplx) * n));

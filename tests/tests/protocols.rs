@@ -212,12 +212,16 @@ fn regions_notices(out: &Output, nodes: usize, notice_iters: u64) -> &str {
     assert_eq!(number::<u64>(out, line, "total"), expected, "{out}");
     assert_eq!(number::<u64>(out, line, "expected"), expected, "{out}");
     assert_eq!(number::<u64>(out, line, "iters"), notice_iters, "{out}");
-    // Every release in the loop's `scope` region announces the page it wrote.
+    // Every release in the loop's `scope` region announces the page it wrote — once other
+    // nodes share the pages. With one node no page is ever fetched by another, and a home
+    // page nobody else holds needs no notices (the home leaves it writable, untracked).
     let sent: u64 = number(out, line, "notices_sent");
-    assert!(
-        sent >= expected,
-        "notices_sent={sent} < {expected} releases\n{out}"
-    );
+    if nodes > 1 {
+        assert!(
+            sent >= expected,
+            "notices_sent={sent} < {expected} releases\n{out}"
+        );
+    }
     line
 }
 

@@ -22,7 +22,6 @@ pub use msg::{Message, Pack};
 pub use thread::Semaphore;
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -485,31 +484,18 @@ impl Deck {
             .map(|l| l.as_ref().map_or(-1, |l| l.poll_fd()))
             .collect();
         while !open.is_empty() && !self.stop.load(SeqCst) {
-            let ready: Vec<usize> = {
-                // SAFETY: each fd belongs to a link in `self.links`, which lives as long as
-                // `self` (this loop holds an Arc), so the descriptors stay open here.
-                let borrowed: Vec<BorrowedFd<'_>> = open
-                    .iter()
-                    .map(|&i| unsafe { BorrowedFd::borrow_raw(fds[i]) })
-                    .collect();
-                let mut pfds: Vec<nix::poll::PollFd<'_>> = borrowed
-                    .iter()
-                    .map(|b| nix::poll::PollFd::new(*b, nix::poll::PollFlags::POLLIN))
-                    .collect();
-                match nix::poll::poll(&mut pfds, nix::poll::PollTimeout::from(100u16)) {
-                    Ok(_) => {}
+            // Each fd belongs to a link in `self.links`, which lives as long as `self` (this
+            // loop holds an Arc), so the descriptors stay open while polled.
+            let polled: Vec<i32> = open.iter().map(|&i| fds[i]).collect();
+            let ready: Vec<usize> =
+                match sci::poll_readable(&polled, nix::poll::PollTimeout::from(100u16)) {
+                    Ok(at) => at.into_iter().map(|k| open[k]).collect(),
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(e) => {
                         eprintln!("deck: node {}: poll failed: {e}", self.me);
                         return;
                     }
-                }
-                pfds.iter()
-                    .zip(&open)
-                    .filter(|(p, _)| p.revents().is_some_and(|r| !r.is_empty()))
-                    .map(|(_, &i)| i)
-                    .collect()
-            };
+                };
             for peer in ready {
                 let Some(link) = self.links[peer].as_ref() else {
                     continue;
@@ -523,10 +509,7 @@ impl Deck {
                 };
                 loop {
                     match bufs[peer].next_frame() {
-                        Ok(Some(f)) => {
-                            let f = f.to_vec();
-                            self.dispatch(peer as NodeId, &f);
-                        }
+                        Ok(Some(f)) => self.dispatch(peer as NodeId, f),
                         Ok(None) => break,
                         Err(e) => {
                             self.note_lost(format!("malformed frame from node {peer}: {e}"));

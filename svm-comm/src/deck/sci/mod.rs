@@ -20,16 +20,18 @@
 
 mod shm;
 pub use shm::inherited_listener;
+mod poll;
+pub(crate) use poll::poll_readable;
 
 use std::path::PathBuf;
 use std::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering::*};
-use std::sync::{Arc, Mutex, MutexGuard, Once, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::Bootstrap;
 use crate::transport::{CommError, Link, RecvBuf};
 use crate::wire::NodeId;
-use shm::{futex_wait, futex_wake, pid_alive, EventFd, Segment};
+use shm::{futex_wait, futex_wake, pid_alive, Fifo, Segment};
 
 /// Bytes of one ring slot.
 pub const SLOT: usize = 64;
@@ -74,6 +76,8 @@ const C_RDV_GRANT: usize = 16;
 const C_SPACE_WAKE: usize = 24;
 const C_SENDER_SLEEPING: usize = 64;
 const C_CLOSED: usize = 68;
+const C_POLL_ARMED: usize = 72;
+const C_QUIET: usize = 76;
 const CTL_LEN: usize = 4096;
 
 /// Which protocol carries a message.
@@ -123,7 +127,7 @@ impl DeckConfig {
             ring_slots: 512,
             eager_bytes: eager,
             rdv_chunk: 1 << 20,
-            rdv_chunks: 4,
+            rdv_chunks: 8,
             spin: Duration::from_micros(20),
             dir: PathBuf::from("/dev/shm"),
         }
@@ -280,15 +284,20 @@ pub fn segment_path(dir: &std::path::Path, key: &[u8], rank: NodeId) -> PathBuf 
     dir.join(format!("svm-deck-{h:016x}-{rank}"))
 }
 
-/// State shared by the links of one node: its own segment and the lazily started waiter thread
-/// that turns the segment's doorbell into readable eventfds (one per link) for `poll_fd`.
+/// Path of the named pipe through which node `from` signals node `to` (created by `to`).
+fn fifo_path(dir: &std::path::Path, key: &[u8], to: NodeId, from: NodeId) -> PathBuf {
+    let seg = segment_path(dir, key, to);
+    let mut name = seg.into_os_string();
+    name.push(format!("-from-{from}"));
+    PathBuf::from(name)
+}
+
+/// State shared by the links of one node: its own segment and geometry.
 struct Hub {
     me: NodeId,
     mine: Arc<Segment>,
     geo: Geometry,
     spin: Duration,
-    pairs: Mutex<Vec<Weak<Pair>>>,
-    waiter: Once,
 }
 
 impl Hub {
@@ -298,45 +307,6 @@ impl Hub {
     fn ring_own_bell(&self) {
         self.bell().fetch_add(1, SeqCst);
         futex_wake(self.bell());
-    }
-
-    /// The waiter thread: sleeps on the node's doorbell; when a link has inbound data (or its
-    /// peer went away) and is not armed yet, arms it by making its eventfd readable.
-    /// `recv_available` disarms it before draining. Exits when every link is closed or dropped.
-    fn waiter_loop(self: Arc<Hub>) {
-        let mut last_probe = Instant::now();
-        loop {
-            let pairs: Vec<Arc<Pair>> = {
-                let g = self.pairs.lock().unwrap_or_else(|p| p.into_inner());
-                g.iter()
-                    .filter_map(Weak::upgrade)
-                    .filter(|p| !p.local_closed.load(SeqCst))
-                    .collect()
-            };
-            if pairs.is_empty() {
-                return;
-            }
-            let probe = last_probe.elapsed() >= Duration::from_millis(100);
-            if probe {
-                last_probe = Instant::now();
-            }
-            let v = self.bell().load(SeqCst);
-            self.mine.u32_at(H_SLEEPERS).fetch_add(1, SeqCst);
-            fence(SeqCst);
-            let mut armed_any = false;
-            for p in &pairs {
-                if !p.armed.load(SeqCst) && (p.has_inbound() || (probe && p.peer_gone())) {
-                    p.armed.store(true, SeqCst);
-                    p.efd.signal();
-                    armed_any = true;
-                }
-            }
-            if !armed_any {
-                futex_wait(self.bell(), v, Duration::from_millis(100));
-            }
-            self.mine.u32_at(H_SLEEPERS).fetch_sub(1, SeqCst);
-            drop(pairs);
-        }
     }
 }
 
@@ -348,8 +318,21 @@ struct SendState {
 
 struct Rdv {
     remaining: u64,
+    /// First chunk of the message.
+    first: u64,
     next: u64,
-    end: u64,
+    /// The message fits in the rendezvous area and is delivered in place (a [`DeckView`]) to
+    /// a receiver that asks for views; its chunks stay in use until released.
+    in_place: bool,
+}
+
+/// Which rendezvous chunks are in use on the receiving side, and so may not be granted again.
+struct Grants {
+    /// First chunk still needed by the receive in progress (the first chunk of an in-place
+    /// message being received, else the next chunk to consume).
+    cursor: u64,
+    /// First chunks of in-place messages handed out as [`DeckView`]s and not dropped yet.
+    views: Vec<u64>,
 }
 
 struct RecvState {
@@ -361,25 +344,36 @@ struct RecvState {
     eof: bool,
 }
 
-/// One piece of a message handed to a sink: bytes on our stack, or a range of our segment.
+/// One piece of a message handed to a sink: bytes on our stack, a range of our segment to copy
+/// out, or (receivers that asked for views only) a whole in-place rendezvous message, already
+/// registered as held: `Held(first chunk, offset, length)`.
 enum Piece<'a> {
     Bytes(&'a [u8]),
     Shared(&'a Segment, usize, usize),
+    Held(u64, usize, usize),
 }
 
 impl Piece<'_> {
     fn len(&self) -> usize {
         match self {
             Piece::Bytes(b) => b.len(),
-            Piece::Shared(_, _, n) => *n,
+            Piece::Shared(_, _, n) | Piece::Held(_, _, n) => *n,
         }
     }
     fn copy_to(&self, dst: &mut [u8]) {
         match self {
             Piece::Bytes(b) => dst.copy_from_slice(b),
             Piece::Shared(seg, off, _) => seg.read(*off, dst),
+            Piece::Held(..) => unreachable!("in-place pieces only go to view receivers"),
         }
     }
+}
+
+/// How a receive wants rendezvous messages that fit in the area.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Copy,
+    View,
 }
 
 /// The two directions between this node and one peer.
@@ -390,8 +384,11 @@ struct Pair {
     theirs: Arc<Segment>,
     send: Mutex<SendState>,
     recv: Mutex<RecvState>,
-    efd: EventFd,
-    armed: AtomicBool,
+    grants: Mutex<Grants>,
+    /// Read end of the pipe the peer signals us through (our `poll_fd`).
+    rx: Fifo,
+    /// Write end of the peer's pipe for us.
+    tx: Fifo,
     local_closed: AtomicBool,
     /// 0 = choose by size, else the forced [`Protocol`].
     force: AtomicU8,
@@ -528,14 +525,48 @@ impl Pair {
         }
     }
 
-    /// Rings the peer's doorbell if any of its threads sleeps on it.
-    fn ring_peer(&self) {
+    /// Rings the peer's doorbell if any of its threads sleeps on it, and writes a byte into its
+    /// pipe for us if its poller asked for one (`poll_armed`, taken back by the swap so that
+    /// only one byte is written per request).
+    fn ring_peer(&self, bell: bool) {
         fence(SeqCst);
-        if self.theirs.u32_at(H_SLEEPERS).load(SeqCst) != 0 {
+        if bell && self.theirs.u32_at(H_SLEEPERS).load(SeqCst) != 0 {
             let b = self.theirs.u32_at(H_BELL);
             b.fetch_add(1, SeqCst);
             futex_wake(b);
         }
+        let armed = self.theirs.u32_at(self.in_ctl() + C_POLL_ARMED);
+        if armed.load(SeqCst) != 0 && armed.swap(0, SeqCst) != 0 {
+            self.tx.signal();
+        }
+    }
+
+    /// Receiver side: the rendezvous chunks from `first in use` on may not be granted; grants
+    /// everything else of the area (the grant is cumulative and only grows).
+    fn publish_grant(&self, g: &Grants) {
+        let base = g.views.iter().copied().fold(g.cursor, u64::min);
+        let v = base + self.geo().chunks as u64;
+        let grant = self.theirs.u64_at(self.in_ctl() + C_RDV_GRANT);
+        if v > grant.load(Relaxed) {
+            grant.store(v, Release);
+        }
+    }
+
+    fn set_cursor(&self, cursor: u64) {
+        let mut g = lock(&self.grants);
+        g.cursor = cursor;
+        self.publish_grant(&g);
+    }
+
+    /// A [`DeckView`] of the in-place message starting at chunk `first` was dropped.
+    fn release_view(&self, first: u64) {
+        let mut g = lock(&self.grants);
+        if let Some(i) = g.views.iter().position(|&f| f == first) {
+            g.views.swap_remove(i);
+        }
+        self.publish_grant(&g);
+        drop(g);
+        self.wake_sender();
     }
 
     /// Writes one slot of the outbound ring (bytes 0..62 of `slot` are the payload, `len6` the
@@ -546,6 +577,18 @@ impl Pair {
         slot: &mut [u8; SLOT],
         len6: u8,
     ) -> Result<(), CommError> {
+        self.put_slot_bell(st, slot, len6, true)
+    }
+
+    /// [`put_slot`](Self::put_slot); `wake = false` (a rendezvous chunk that does not end its
+    /// message) skips the doorbell when the receiver said it only wants the last chunk.
+    fn put_slot_bell(
+        &self,
+        st: &mut SendState,
+        slot: &mut [u8; SLOT],
+        len6: u8,
+        wake: bool,
+    ) -> Result<(), CommError> {
         let g = *self.geo();
         let read = self.mine().u64_at(self.out_ctl() + C_RING_READ);
         let w = st.ring_w;
@@ -555,7 +598,7 @@ impl Pair {
         self.theirs.write(off, &slot[..63]);
         self.theirs.u8_at(off + 63).store(g.tag(w) | len6, Release);
         st.ring_w = w + 1;
-        self.ring_peer();
+        self.ring_peer(wake || self.theirs.u32_at(self.in_ctl() + C_QUIET).load(Relaxed) == 0);
         Ok(())
     }
 
@@ -628,7 +671,13 @@ impl Pair {
                     )));
                 }
                 let nchunks = n.div_ceil(g.chunk) as u64;
-                let first = st.rdv_next;
+                let area = g.chunks as u64;
+                let mut first = st.rdv_next;
+                // A message that fits in the area never straddles its end, so that the receiver
+                // can hand it out in place as one contiguous range.
+                if nchunks <= area && first % area + nchunks > area {
+                    first = first.next_multiple_of(area);
+                }
                 slot[0] = K_RDV_REQ;
                 slot[8..16].copy_from_slice(&(n as u64).to_le_bytes());
                 slot[16..24].copy_from_slice(&first.to_le_bytes());
@@ -647,7 +696,7 @@ impl Pair {
                     s[0] = K_RDV_DATA;
                     s[8..16].copy_from_slice(&abs.to_le_bytes());
                     s[16..20].copy_from_slice(&((b - a) as u32).to_le_bytes());
-                    self.put_slot(&mut st, &mut s, LEN_CTRL)?;
+                    self.put_slot_bell(&mut st, &mut s, LEN_CTRL, b == n)?;
                 }
                 Ok(())
             }
@@ -680,6 +729,7 @@ impl Pair {
     fn step(
         &self,
         st: &mut RecvState,
+        mode: Mode,
         sink: &mut dyn FnMut(Piece<'_>, bool),
     ) -> Result<Option<bool>, CommError> {
         let g = *self.geo();
@@ -747,7 +797,14 @@ impl Pair {
                 }
                 K_RDV_REQ => {
                     let (total, first) = (u64_at(8), u64_at(16));
-                    if st.rdv.is_some() || total > MAX_MSG || first != st.rdv_next {
+                    let area = g.chunks as u64;
+                    let nchunks = total.div_ceil(g.chunk as u64);
+                    // The sender skips to the start of the area when a message that fits would
+                    // straddle its end.
+                    let skipped = nchunks <= area
+                        && st.rdv_next % area + nchunks > area
+                        && first == st.rdv_next.next_multiple_of(area);
+                    if st.rdv.is_some() || total > MAX_MSG || (first != st.rdv_next && !skipped) {
                         return Err(self.corrupt(format!(
                             "rendezvous request at slot {pos}: {total} bytes from chunk {first}"
                         )));
@@ -755,15 +812,19 @@ impl Pair {
                     if total == 0 {
                         sink(Piece::Bytes(&[]), true);
                     } else {
-                        let end_chunk = first + total.div_ceil(g.chunk as u64);
+                        let in_place = mode == Mode::View && nchunks <= area;
                         st.rdv = Some(Rdv {
                             remaining: total,
+                            first,
                             next: first,
-                            end: end_chunk,
+                            in_place,
                         });
-                        self.theirs
-                            .u64_at(self.in_ctl() + C_RDV_GRANT)
-                            .store(end_chunk.min(first + g.chunks as u64), Release);
+                        // An in-place message is only useful whole: no doorbell before its last
+                        // chunk (the last one always rings).
+                        self.mine()
+                            .u32_at(self.out_ctl() + C_QUIET)
+                            .store(in_place as u32, Relaxed);
+                        self.set_cursor(first);
                         end = false;
                     }
                 }
@@ -780,20 +841,38 @@ impl Pair {
                             r.remaining.min(g.chunk as u64)
                         )));
                     }
-                    let coff =
-                        g.rdv_off(self.peer as usize) + (abs % g.chunks as u64) as usize * g.chunk;
+                    let area = g.chunks as u64;
+                    let coff = g.rdv_off(self.peer as usize) + (abs % area) as usize * g.chunk;
                     r.remaining -= n;
                     r.next += 1;
                     end = r.remaining == 0;
-                    sink(Piece::Shared(self.mine(), coff, n as usize), end);
-                    let (next, last) = (r.next, r.end);
+                    let (first, next) = (r.first, r.next);
+                    if !r.in_place {
+                        // Copied out chunk by chunk: each chunk is free again at once.
+                        sink(Piece::Shared(self.mine(), coff, n as usize), end);
+                        self.set_cursor(next);
+                    } else if end {
+                        // The whole message is in place, contiguous from its first chunk.
+                        let off = g.rdv_off(self.peer as usize) + (first % area) as usize * g.chunk;
+                        let len = ((next - first - 1) * g.chunk as u64 + n) as usize;
+                        if mode == Mode::View {
+                            let mut gr = lock(&self.grants);
+                            gr.views.push(first);
+                            gr.cursor = next;
+                            self.publish_grant(&gr);
+                            drop(gr);
+                            sink(Piece::Held(first, off, len), true);
+                        } else {
+                            sink(Piece::Shared(self.mine(), off, len), true);
+                            self.set_cursor(next);
+                        }
+                    }
                     if end {
                         st.rdv = None;
                         st.rdv_next = next;
-                    } else {
-                        self.theirs
-                            .u64_at(self.in_ctl() + C_RDV_GRANT)
-                            .store(last.min(next + g.chunks as u64), Release);
+                        self.mine()
+                            .u32_at(self.out_ctl() + C_QUIET)
+                            .store(0, Relaxed);
                     }
                 }
                 k => {
@@ -887,7 +966,7 @@ impl DeckLink {
         out.clear();
         loop {
             let closed = p.peer_gone();
-            let got = p.step(&mut st, &mut |piece, _| {
+            let got = p.step(&mut st, Mode::Copy, &mut |piece, _| {
                 let o = out.len();
                 out.resize(o + piece.len(), 0);
                 piece.copy_to(&mut out[o..]);
@@ -898,6 +977,61 @@ impl DeckLink {
                 None if closed => {
                     st.eof = true;
                     return Ok(false);
+                }
+                None => {
+                    if !self.wait_inbound(deadline) {
+                        return Err(CommError::Timeout {
+                            me: p.me(),
+                            peer: p.peer,
+                            what: format!("no message from node {} within {timeout:?}", p.peer),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Receives one whole message, waiting at most `timeout`, **without copying it** when it
+    /// came by rendezvous (protocol 3) and fits in the rendezvous area: the returned
+    /// [`DeckView`] then points into this node's segment, where the sender wrote it, and its
+    /// chunks are granted to the sender again only when the view is dropped. Smaller messages
+    /// (protocols 1 and 2, a few copied bytes) and messages larger than the area come as an
+    /// owned copy. `Ok(None)`: the peer closed or died; `Err(Timeout)` on timeout.
+    ///
+    /// Views hold part of the area: a message that needs chunks held by live views waits until
+    /// they are dropped, so drop a view before waiting for messages that could need its space.
+    pub fn recv_view(&self, timeout: Duration) -> Result<Option<DeckView>, CommError> {
+        let p = &*self.0;
+        let deadline = Instant::now() + timeout;
+        let mut st = lock(&p.recv);
+        let mut out = Vec::new();
+        let mut held = None;
+        loop {
+            let closed = p.peer_gone();
+            let got = p.step(&mut st, Mode::View, &mut |piece, _| match piece {
+                Piece::Held(first, off, len) => held = Some((first, off, len)),
+                other => {
+                    let o = out.len();
+                    out.resize(o + other.len(), 0);
+                    other.copy_to(&mut out[o..]);
+                }
+            })?;
+            match got {
+                Some(true) => {
+                    return Ok(Some(DeckView(match held {
+                        Some((first, off, len)) => ViewInner::InPlace {
+                            pair: self.0.clone(),
+                            first,
+                            off,
+                            len,
+                        },
+                        None => ViewInner::Owned(out),
+                    })))
+                }
+                Some(false) => continue,
+                None if closed => {
+                    st.eof = true;
+                    return Ok(None);
                 }
                 None => {
                     if !self.wait_inbound(deadline) {
@@ -937,9 +1071,69 @@ impl DeckLink {
                     .u8_at(off + 63)
                     .store(g.tag(w) | (len6 & 0x3F), Release);
                 st.ring_w = w + 1;
-                p.ring_peer();
+                p.ring_peer(true);
                 Ok(())
             }
+        }
+    }
+}
+
+/// A message received by [`DeckLink::recv_view`]: in place in the shared segment (a protocol-3
+/// message, zero copy) or an owned copy. Dereferences to the message bytes; dropping an in-place
+/// view hands its rendezvous chunks back to the sender.
+pub struct DeckView(ViewInner);
+
+enum ViewInner {
+    Owned(Vec<u8>),
+    InPlace {
+        pair: Arc<Pair>,
+        first: u64,
+        off: usize,
+        len: usize,
+    },
+}
+
+impl DeckView {
+    /// The bytes are in the shared segment (not copied).
+    pub fn is_in_place(&self) -> bool {
+        matches!(self.0, ViewInner::InPlace { .. })
+    }
+
+    /// The bytes as an owned vector (a copy for an in-place view, which is released).
+    pub fn into_vec(mut self) -> Vec<u8> {
+        match &mut self.0 {
+            ViewInner::Owned(v) => std::mem::take(v),
+            ViewInner::InPlace { .. } => self.to_vec(),
+        }
+    }
+}
+
+impl std::ops::Deref for DeckView {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            ViewInner::Owned(v) => v,
+            // SAFETY: the range is the in-place message the receiver registered in
+            // `Grants::views` when its last chunk arrived (Acquire of that packet, after the
+            // sender wrote every chunk). The grant never covers a chunk at or after the first
+            // chunk of a registered view, and the sender writes a chunk only once granted, so
+            // nobody writes the range until `Drop` below unregisters it — after this borrow of
+            // `self` has ended. `pair` keeps the mapping alive.
+            ViewInner::InPlace { pair, off, len, .. } => unsafe { pair.mine().view(*off, *len) },
+        }
+    }
+}
+
+impl AsRef<[u8]> for DeckView {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Drop for DeckView {
+    fn drop(&mut self) {
+        if let ViewInner::InPlace { pair, first, .. } = &self.0 {
+            pair.release_view(*first);
         }
     }
 }
@@ -949,54 +1143,63 @@ impl Link for DeckLink {
         self.0.send_parts(parts)
     }
 
-    /// The link's eventfd; the first call starts the node's waiter thread (see [`Hub`]).
+    /// The read end of the pipe the peer signals us through. The peer writes one byte per
+    /// request of ours (`poll_armed`, set by `recv_available` after draining): the poller wakes
+    /// straight from the sender's write, without a helper thread. The pipe also reports EOF
+    /// (`POLLHUP`) when the peer's process dies.
     fn poll_fd(&self) -> std::os::fd::RawFd {
-        let hub = self.0.hub.clone();
-        self.0.hub.waiter.call_once(move || {
-            let h = hub.clone();
-            if let Err(e) = std::thread::Builder::new()
-                .name("svm-deck-bell".into())
-                .spawn(move || h.waiter_loop())
-            {
-                eprintln!(
-                    "svm: node {}: cannot start the DECK-SCI waiter thread: {e}",
-                    hub.me
-                );
-                std::process::abort();
-            }
-        });
-        self.0.efd.fd()
+        let p = &*self.0;
+        p.mine().u32_at(p.out_ctl() + C_POLL_ARMED).store(1, SeqCst);
+        fence(SeqCst);
+        if p.has_inbound() {
+            let _ = p.rx.signal_self();
+        }
+        p.rx.fd()
     }
 
     fn recv_available(&self, buf: &mut RecvBuf) -> Result<bool, CommError> {
         let p = &*self.0;
-        p.efd.drain();
-        p.armed.store(false, SeqCst);
+        let armed = p.mine().u32_at(p.out_ctl() + C_POLL_ARMED);
+        armed.store(0, SeqCst);
+        let fifo_eof = p.rx.drain();
         let mut st = lock(&p.recv);
         if st.eof {
             return Ok(false);
         }
-        let closed = p.peer_gone();
-        let mut steps = 0;
+        let closed = fifo_eof || p.peer_gone();
         let mut got_any = false;
-        while steps < 4096 {
-            let r = p.step(&mut st, &mut |piece, _| {
-                let n = piece.len();
-                let spare = buf.spare(n);
-                piece.copy_to(&mut spare[..n]);
-                buf.commit(n);
-            })?;
-            if r.is_none() {
+        loop {
+            let mut steps = 0;
+            while steps < 4096 {
+                let r = p.step(&mut st, Mode::Copy, &mut |piece, _| {
+                    let n = piece.len();
+                    let spare = buf.spare(n);
+                    piece.copy_to(&mut spare[..n]);
+                    buf.commit(n);
+                })?;
+                if r.is_none() {
+                    break;
+                }
+                got_any = true;
+                steps += 1;
+            }
+            if steps == 4096 {
+                // More may be waiting: stay readable (or go on if that fails).
+                if p.rx.signal_self().is_ok() {
+                    return Ok(true);
+                }
+                continue;
+            }
+            // Ask the sender for a byte with the next packet, then look again (Dekker with
+            // `ring_peer`: either it sees the request or we see its packet).
+            armed.store(1, SeqCst);
+            fence(SeqCst);
+            if !p.has_inbound() || armed.swap(0, SeqCst) == 0 {
+                // Empty, or the sender took the request and its byte is on its way.
                 break;
             }
-            got_any = true;
-            steps += 1;
         }
-        if steps == 4096 {
-            // More may be waiting: stay readable.
-            p.armed.store(true, SeqCst);
-            p.efd.signal();
-        } else if !got_any && closed {
+        if !got_any && closed {
             st.eof = true;
             return Ok(false);
         }
@@ -1020,6 +1223,7 @@ impl Link for DeckLink {
         let w = p.theirs.u32_at(p.in_ctl() + C_SPACE_WAKE);
         w.fetch_add(1, SeqCst);
         futex_wake(w);
+        p.tx.signal();
         p.hub.ring_own_bell();
     }
 }
@@ -1030,12 +1234,12 @@ impl Drop for DeckLink {
     }
 }
 
-/// Removes a segment file unless disarmed (setup failed before every peer mapped it).
-struct Unlink(Option<PathBuf>);
+/// Removes our segment file and pipes when dropped (at the end of setup, or when it failed).
+struct Unlink(Vec<PathBuf>);
 
 impl Drop for Unlink {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
+        for p in self.0.drain(..) {
             let _ = std::fs::remove_file(p);
         }
     }
@@ -1063,7 +1267,11 @@ pub fn establish_with(
 ) -> Result<Vec<Option<DeckLink>>, CommError> {
     let me = boot.rank;
     // Peers that map our segment: every local one but ourselves.
-    let attaching = local.iter().enumerate().filter(|(i, l)| **l && *i != me as usize).count() as u32;
+    let attaching = local
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| **l && *i != me as usize)
+        .count() as u32;
     let setup = |what: String| CommError::Setup { me, what };
     cfg.validate()
         .map_err(|e| setup(format!("DECK-SCI configuration: {e}")))?;
@@ -1097,15 +1305,28 @@ pub fn establish_with(
             )))
         }
     };
-    let mut guard = Unlink(Some(path.clone()));
+    let mut guard = Unlink(vec![path.clone()]);
+    // Our pipes (one per peer, read end ours) exist before the header says "ready", so a peer
+    // that sees the segment ready can open its write end. Pollers want a byte from the start.
+    let mut rx: Vec<Option<Fifo>> = (0..n).map(|_| None).collect();
+    for (peer, slot) in rx.iter_mut().enumerate() {
+        if peer == me as usize || !local.get(peer).copied().unwrap_or(false) {
+            continue;
+        }
+        let fp = fifo_path(&cfg.dir, &boot.job_key, me, peer as NodeId);
+        guard.0.push(fp.clone());
+        *slot = Some(
+            Fifo::create_reader(&fp)
+                .map_err(|e| setup(format!("cannot create the pipe {}: {e}", fp.display())))?,
+        );
+        mine.u32_at(geo.block(peer) + C_POLL_ARMED).store(1, SeqCst);
+    }
     geo.write_header(&mine, me as usize);
     let hub = Arc::new(Hub {
         me,
         mine: Arc::new(mine),
         geo,
         spin: cfg.spin,
-        pairs: Mutex::new(Vec::new()),
-        waiter: Once::new(),
     });
     let mut links: Vec<Option<DeckLink>> = (0..n).map(|_| None).collect();
     for (peer, slot) in links.iter_mut().enumerate() {
@@ -1135,6 +1356,14 @@ pub fn establish_with(
             std::thread::sleep(Duration::from_millis(2));
         };
         let peer_pid = theirs.u32_at(H_PID).load(Relaxed);
+        let fp = fifo_path(&cfg.dir, &boot.job_key, peer as NodeId, me);
+        let tx = Fifo::open_writer(&fp)
+            .map_err(|e| setup(format!("cannot open the pipe {}: {e}", fp.display())))?;
+        // Only we open it for writing: its name can go.
+        let _ = std::fs::remove_file(&fp);
+        let Some(rx) = rx[peer].take() else {
+            return Err(setup(format!("no pipe for node {peer}")));
+        };
         // The last peer to map a segment removes its name, so no file outlives setup even if
         // its owner dies right after (the owner removes it too; one of them finds it gone).
         if theirs.u32_at(H_ATTACHED).fetch_add(1, SeqCst) + 1 == attaching {
@@ -1157,12 +1386,15 @@ pub fn establish_with(
                 rdv_next: 0,
                 eof: false,
             }),
-            efd: EventFd::new().map_err(|e| setup(format!("eventfd: {e}")))?,
-            armed: AtomicBool::new(false),
+            grants: Mutex::new(Grants {
+                cursor: 0,
+                views: Vec::new(),
+            }),
+            rx,
+            tx,
             local_closed: AtomicBool::new(false),
             force: AtomicU8::new(0),
         });
-        lock(&hub.pairs).push(Arc::downgrade(&pair));
         *slot = Some(DeckLink(pair));
     }
     // Every peer has mapped our segment once the counter reaches n-1: the name can go.
@@ -1175,7 +1407,7 @@ pub fn establish_with(
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    drop(guard.0.take().map(std::fs::remove_file));
+    drop(guard);
     Ok(links)
 }
 

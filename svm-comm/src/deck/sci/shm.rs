@@ -1,16 +1,19 @@
 //! The only place with raw memory and system-call code of DECK-SCI: shared segment files mapped
-//! `MAP_SHARED`, typed atomic views into them, bounded copies in and out, cross-process futexes,
-//! eventfds and the liveness probe.
+//! `MAP_SHARED`, typed atomic views into them, bounded copies in and out, the zero-copy view of a
+//! held rendezvous area, cross-process futexes, the named pipes links are polled through, and the
+//! liveness probe.
 //!
 //! Invariant of every [`Segment`]: `base` points to a live `MAP_SHARED` mapping of `len` bytes
 //! that stays mapped until the `Segment` is dropped. Every accessor checks its range against
 //! `len` (and its alignment) before it forms a pointer, so a bad offset computed from a corrupt
 //! peer value panics in our code instead of touching memory outside the mapping. The contents of
 //! a segment are written by other processes at any time: they are only ever read through atomics
-//! or copied out as plain bytes, never turned into references to non-atomic Rust values.
+//! or copied out as plain bytes, never turned into references to non-atomic Rust values — except
+//! through [`Segment::view`], an `unsafe fn` whose caller holds the range by the flow control.
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -138,6 +141,23 @@ impl Segment {
     }
 }
 
+impl Segment {
+    /// A shared view of `len` bytes at `off`, without copying (protocol 3 zero-copy receive).
+    ///
+    /// # Safety
+    /// For as long as the returned slice lives, no process may write the range: the caller holds
+    /// it by the DECK-SCI flow control (the range is a rendezvous area the receiver has not
+    /// granted again), and the writes that filled it happened-before (Acquire of the packet
+    /// announcing it).
+    #[inline]
+    pub unsafe fn view(&self, off: usize, len: usize) -> &[u8] {
+        self.check(off, len, 1);
+        // SAFETY: in bounds (checked above); the mapping outlives `&self`; the caller guarantees
+        // that nobody writes the range while the slice lives (see `# Safety`).
+        unsafe { std::slice::from_raw_parts(self.base.add(off), len) }
+    }
+}
+
 impl Drop for Segment {
     fn drop(&mut self) {
         // SAFETY: `base`/`len` describe a mapping made in `map` and not yet unmapped; every
@@ -198,43 +218,145 @@ pub fn pid_alive(pid: u32) -> bool {
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// A non-blocking, close-on-exec eventfd: the pollable side of a link.
-pub struct EventFd(OwnedFd);
+/// A named pipe in the segment directory: the pollable side of one link. The receiver holds the
+/// read end (its `poll_fd`), the sender the write end; the sender writes one byte when the
+/// receiver's poller has asked for it (`poll_armed` in the segment). Plain file I/O, no `unsafe`.
+///
+/// When every write end is closed (the sender dropped its link or its process died) the read end
+/// reports EOF and `POLLHUP`, so a poller learns of a dead peer without any helper thread.
+pub struct Fifo(File);
 
-impl EventFd {
-    pub fn new() -> io::Result<EventFd> {
-        // SAFETY: plain system call with constant flags; the result is checked before use.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
+impl Fifo {
+    /// Creates the pipe `path` (mode 0600; a leftover of a dead job is replaced) and opens its
+    /// non-blocking read end.
+    pub fn create_reader(path: &Path) -> io::Result<Fifo> {
+        match nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EEXIST) => {
+                std::fs::remove_file(path)?;
+                nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                    .map_err(io::Error::from)?;
+            }
+            Err(e) => return Err(e.into()),
         }
-        // SAFETY: `fd` is a fresh descriptor owned by nobody else.
-        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+        let f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
+        Self::checked(f)
+    }
+
+    /// Opens the non-blocking write end of an existing pipe (its reader must have it open).
+    pub fn open_writer(path: &Path) -> io::Result<Fifo> {
+        let f = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
+        Self::checked(f)
+    }
+
+    fn checked(f: File) -> io::Result<Fifo> {
+        use std::os::unix::fs::FileTypeExt;
+        if !f.metadata()?.file_type().is_fifo() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a named pipe",
+            ));
+        }
+        Ok(Fifo(f))
     }
 
     pub fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 
-    /// Makes the descriptor readable.
+    /// Makes the read end readable (write end only). A full pipe is still readable: fine; a
+    /// pipe whose reader is gone (the peer died) gives EPIPE, never SIGPIPE.
     pub fn signal(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our own descriptor; EAGAIN (counter
-        // saturated) still leaves it readable, which is all we need.
-        unsafe {
-            libc::write(self.fd(), (&one as *const u64).cast(), 8);
+        let _ = write_no_sigpipe(&self.0, &[1u8]);
+    }
+
+    /// Read end: consumes every pending byte. Returns true when the pipe has no writer left
+    /// (EOF: the peer closed its link or died).
+    pub fn drain(&self) -> bool {
+        let mut b = [0u8; 64];
+        loop {
+            match (&self.0).read(&mut b) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            }
         }
     }
 
-    /// Resets the counter (the descriptor stops being readable).
-    pub fn drain(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a valid u64 from our own non-blocking descriptor; EAGAIN
-        // means it was not readable.
-        unsafe {
-            libc::read(self.fd(), (&mut v as *mut u64).cast(), 8);
+    /// Read end: makes our own read end readable (for "more data than one call drains"), through
+    /// a short-lived write end opened via `/proc/self/fd` (the name is unlinked after setup).
+    pub fn signal_self(&self) -> io::Result<()> {
+        let w = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(format!("/proc/self/fd/{}", self.fd()))?;
+        match write_no_sigpipe(&w, &[1u8]) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) => Err(e),
         }
     }
+}
+
+/// Is SIGPIPE ignored in this process (as in every Rust program, whose runtime ignores it)?
+/// Read once: the C programs linked with svm keep the default action, which kills.
+fn sigpipe_ignored() -> bool {
+    static IGNORED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IGNORED.get_or_init(|| {
+        // SAFETY: an all-zero `sigaction` is a valid value of this plain C struct; it is only an
+        // output buffer here.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action only queries the current one into `old`, a valid struct on
+        // our stack.
+        let r = unsafe { libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) };
+        r == 0 && old.sa_sigaction == libc::SIG_IGN
+    })
+}
+
+/// Writes to a pipe without the risk of SIGPIPE when its reader is gone: when the signal's
+/// action is not "ignore", it is blocked in this thread around the write, and a SIGPIPE that the
+/// write raised (and only that one) is consumed before the mask is restored.
+fn write_no_sigpipe(f: &File, b: &[u8]) -> io::Result<usize> {
+    if sigpipe_ignored() {
+        return (&*f).write(b);
+    }
+    // SAFETY: all-zero `sigset_t`s are valid output buffers; sigemptyset/sigaddset initialise
+    // `set`, the calls only read and write these sets on our stack.
+    let (mut set, mut old, mut pending): (libc::sigset_t, libc::sigset_t, libc::sigset_t) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed(), std::mem::zeroed()) };
+    // SAFETY: valid sets on our stack; pthread_sigmask changes only this thread's mask, and is
+    // restored below on every path.
+    let was_pending = unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGPIPE) == 1
+    };
+    let r = (&*f).write(b);
+    if !was_pending && matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EPIPE)) {
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `set` holds SIGPIPE, blocked in this thread, so the pending signal our write
+        // raised is taken from the queue instead of being delivered; a null info pointer is
+        // allowed, `zero` is a valid timespec (no waiting).
+        unsafe {
+            libc::sigtimedwait(&set, std::ptr::null_mut(), &zero);
+        }
+    }
+    // SAFETY: restores the mask saved above (a valid set on our stack).
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+    r
 }
 
 /// Turns the rendezvous listener inherited from `svmrun` (`SVM_COORD_FD`) into a `TcpListener`,

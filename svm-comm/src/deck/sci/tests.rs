@@ -517,3 +517,108 @@ fn receive_timeout_is_reported() {
         assert!(t.elapsed() >= Duration::from_millis(100));
     });
 }
+
+#[test]
+fn zero_copy_views_hold_their_chunks() {
+    with_deadline(60, || {
+        let cfg = DeckConfig {
+            rdv_chunk: 8192,
+            rdv_chunks: 4,
+            ..DeckConfig::default()
+        };
+        let (a, b) = local_pair("views", &cfg);
+        // Two-chunk messages: two views fill the area, the third waits for a release.
+        let msgs: Vec<Vec<u8>> = (0..3).map(|i| pattern(i, 8193 + i as usize)).collect();
+        let sent = msgs.clone();
+        let sender = std::thread::spawn(move || {
+            for m in &sent {
+                a.send(&[m]).unwrap();
+            }
+            a
+        });
+        let va = b.recv_view(Duration::from_secs(10)).unwrap().unwrap();
+        let vb = b.recv_view(Duration::from_secs(10)).unwrap().unwrap();
+        assert!(va.is_in_place() && vb.is_in_place());
+        assert!(va[..] == msgs[0][..] && vb[..] == msgs[1][..]);
+        assert!(
+            matches!(
+                b.recv_view(Duration::from_millis(200)),
+                Err(CommError::Timeout { .. })
+            ),
+            "the third message must wait while two views hold the whole area"
+        );
+        drop(va);
+        let vc = b.recv_view(Duration::from_secs(10)).unwrap().unwrap();
+        assert!(vc.is_in_place());
+        assert!(vc[..] == msgs[2][..], "third message");
+        assert!(vb[..] == msgs[1][..], "a held view is never overwritten");
+        drop((vb, vc));
+        let a = sender.join().unwrap();
+        // Sizes around the area: in place when they fit, copied otherwise; small ones copied;
+        // views and copying receives mixed; straddling messages restart at the area's start.
+        let sizes = [
+            0usize, 5, 62, 63, 8192, 8193, 16_384, 24_577, 32_768, 32_769, 100_000, 16_385,
+        ];
+        let total = sizes.len() * 30;
+        let sender = std::thread::spawn(move || {
+            for k in 0..total {
+                let n = sizes[k % sizes.len()];
+                a.send(&[&pattern(k as u64, n)]).unwrap();
+            }
+        });
+        let mut out = Vec::new();
+        for k in 0..total {
+            let n = sizes[k % sizes.len()];
+            let want = pattern(k as u64, n);
+            if k % 7 == 3 {
+                assert!(b.recv_msg(&mut out, Duration::from_secs(10)).unwrap());
+                assert!(out == want, "copied message {k} of {n} bytes");
+            } else {
+                let v = b.recv_view(Duration::from_secs(10)).unwrap().unwrap();
+                assert_eq!(
+                    v.is_in_place(),
+                    n > 8192 && n <= 32_768,
+                    "message {k} of {n} bytes"
+                );
+                assert!(v[..] == want[..], "viewed message {k} of {n} bytes");
+                if k % 5 == 0 {
+                    assert!(v.into_vec() == want);
+                }
+            }
+        }
+        sender.join().unwrap();
+    });
+}
+
+#[test]
+fn pipe_wakes_the_poller_and_reports_eof() {
+    with_deadline(30, || {
+        let (a, b) = local_pair("pipe", &DeckConfig::default());
+        let fd = b.poll_fd();
+        let readable = |ms: u16| {
+            let r = super::poll_readable(&[fd], nix::poll::PollTimeout::from(ms)).expect("poll");
+            !r.is_empty()
+        };
+        let mut rb = RecvBuf::new();
+        // Nothing yet: not readable; one byte per request of the poller.
+        assert!(!readable(0));
+        a.send(&[b"one"]).unwrap();
+        assert!(readable(5000), "the sender's packet must wake the poller");
+        assert!(b.recv_available(&mut rb).unwrap());
+        assert_eq!(rb.pending(), 3);
+        assert!(!readable(0), "drained");
+        // The self-signal used when one call leaves packets behind.
+        b.0.rx.signal_self().expect("signal_self");
+        assert!(readable(0));
+        assert!(b.recv_available(&mut rb).unwrap());
+        assert!(!readable(0));
+        // The sender goes away: the pipe reports it, and the link reads EOF.
+        a.send(&[b"two"]).unwrap();
+        drop(a);
+        assert!(readable(5000));
+        assert!(b.recv_available(&mut rb).unwrap(), "data first");
+        assert_eq!(rb.pending(), 6);
+        assert!(readable(5000), "EOF stays readable");
+        assert!(!b.recv_available(&mut rb).unwrap(), "then EOF");
+    });
+}
