@@ -18,7 +18,7 @@
 //! Home side: `Diffs` are applied to the master copy (`ApplyIncomingDiffs`) and acknowledged
 //! with `DiffAck` (in sc-mw only after invalidating every other copy).
 
-use std::collections::{HashSet, BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg, ProtocolStats};
 
@@ -461,8 +461,10 @@ impl HomeMw {
         let dirty = std::mem::take(&mut self.dirty);
         let pushed = std::mem::take(&mut self.pushed);
         // Home pages nobody has fetched stay writable and untracked (see `served`).
-        let dirty_home: BTreeSet<PageId> =
-            std::mem::take(&mut self.dirty_home).into_iter().filter(|p| self.served.contains(p)).collect();
+        let dirty_home: BTreeSet<PageId> = std::mem::take(&mut self.dirty_home)
+            .into_iter()
+            .filter(|p| self.served.contains(p))
+            .collect();
         // Stop writers first: the diffs and the home's invalidations must see final contents.
         for &p in dirty.iter().chain(&dirty_home) {
             self.set_access(p, Access::Read, out);
@@ -694,3 +696,95 @@ impl HomeMw {
         )
     }
 }
+
+/// Declares a public protocol type that is a [`HomeMw`] in one [`Mode`]: the struct (with
+/// `new()` and `Default`) and its [`Protocol`](svm_core::protocol::Protocol) implementation,
+/// which forwards every event to the [`HomeMw`] and reports itself as `$name`. The doc
+/// comments given before the type name go on the struct.
+macro_rules! home_mw_protocol {
+    ($(#[$attr:meta])* $ty:ident, $name:literal, $mode:expr) => {
+        $(#[$attr])*
+        #[derive(Debug)]
+        pub struct $ty($crate::home_mw::HomeMw);
+
+        impl $ty {
+            pub fn new() -> Self {
+                $ty($crate::home_mw::HomeMw::new($mode))
+            }
+        }
+
+        impl Default for $ty {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        const _: () = {
+            use ::svm_core::protocol::{
+                Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
+            };
+
+            impl Protocol for $ty {
+                fn name(&self) -> &'static str {
+                    $name
+                }
+                fn on_fault(
+                    &mut self,
+                    ctx: &dyn Context,
+                    page: PageId,
+                    access: Access,
+                    out: &mut Vec<Action>,
+                ) {
+                    self.0.on_fault(ctx, page, access, out)
+                }
+                fn on_message(
+                    &mut self,
+                    ctx: &dyn Context,
+                    from: NodeId,
+                    msg: &ProtoMsg,
+                    data_len: usize,
+                    out: &mut Vec<Action>,
+                ) {
+                    self.0.on_message(ctx, from, msg, data_len, out)
+                }
+                fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+                    self.0.on_release(ctx, token, out)
+                }
+                fn on_acquire(
+                    &mut self,
+                    ctx: &dyn Context,
+                    token: u64,
+                    notices: &[PageId],
+                    out: &mut Vec<Action>,
+                ) {
+                    self.0.on_acquire(ctx, token, notices, out)
+                }
+                fn on_barrier_arrive(
+                    &mut self,
+                    ctx: &dyn Context,
+                    token: u64,
+                    out: &mut Vec<Action>,
+                ) {
+                    self.0.on_barrier_arrive(ctx, token, out)
+                }
+                fn on_barrier_depart(
+                    &mut self,
+                    ctx: &dyn Context,
+                    token: u64,
+                    notices: &[PageId],
+                    out: &mut Vec<Action>,
+                ) {
+                    self.0.on_barrier_depart(ctx, token, notices, out)
+                }
+                fn stats(&self) -> ProtocolStats {
+                    self.0.stats()
+                }
+                fn describe(&self, page: PageId) -> String {
+                    self.0.describe($name, page)
+                }
+            }
+        };
+    };
+}
+
+pub(crate) use home_mw_protocol;

@@ -40,73 +40,11 @@
 //! the same 8-byte word* by two nodes between synchronizations lose one of them (diffs are
 //! word-granular). See `docs/protocols.md`.
 
-use svm_core::protocol::{
-    Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
-};
+use crate::home_mw::{home_mw_protocol, Mode};
 
-use crate::home_mw::{HomeMw, Mode};
-
-/// Home-based multiple-writer sequential consistency (for data-race-free programs).
-#[derive(Debug)]
-pub struct ScMultiWriter(HomeMw);
-
-impl ScMultiWriter {
-    pub fn new() -> Self {
-        ScMultiWriter(HomeMw::new(Mode::Eager))
-    }
-}
-
-impl Default for ScMultiWriter {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Protocol for ScMultiWriter {
-    fn name(&self) -> &'static str {
-        "sc-mw"
-    }
-    fn on_fault(&mut self, ctx: &dyn Context, page: PageId, access: Access, out: &mut Vec<Action>) {
-        self.0.on_fault(ctx, page, access, out)
-    }
-    fn on_message(
-        &mut self,
-        ctx: &dyn Context,
-        from: NodeId,
-        msg: &ProtoMsg,
-        data_len: usize,
-        out: &mut Vec<Action>,
-    ) {
-        self.0.on_message(ctx, from, msg, data_len, out)
-    }
-    fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
-        self.0.on_release(ctx, token, out)
-    }
-    fn on_acquire(
-        &mut self,
-        ctx: &dyn Context,
-        token: u64,
-        notices: &[PageId],
-        out: &mut Vec<Action>,
-    ) {
-        self.0.on_acquire(ctx, token, notices, out)
-    }
-    fn on_barrier_arrive(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
-        self.0.on_barrier_arrive(ctx, token, out)
-    }
-    fn on_barrier_depart(
-        &mut self,
-        ctx: &dyn Context,
-        token: u64,
-        notices: &[PageId],
-        out: &mut Vec<Action>,
-    ) {
-        self.0.on_barrier_depart(ctx, token, notices, out)
-    }
-    fn stats(&self) -> ProtocolStats {
-        self.0.stats()
-    }
-    fn describe(&self, page: PageId) -> String {
-        self.0.describe("sc-mw", page)
-    }
-}
+home_mw_protocol!(
+    /// Home-based multiple-writer sequential consistency (for data-race-free programs).
+    ScMultiWriter,
+    "sc-mw",
+    Mode::Eager
+);

@@ -110,6 +110,9 @@ struct ManagerPage {
     copyset: NodeSet,
     busy: Option<Busy>,
     queue: VecDeque<(NodeId, Access)>,
+    /// Another node than the home has written the page: it is write-shared, and copies sent
+    /// ahead would only be invalidated again (read-ahead skips it).
+    written_remotely: bool,
 }
 
 /// Sequential consistency with a single writer and multiple readers; see the module docs.
@@ -155,6 +158,7 @@ impl ScSingleWriter {
             copyset: NodeSet::new(),
             busy: None,
             queue: VecDeque::new(),
+            written_remotely: false,
         })
     }
 
@@ -409,7 +413,13 @@ impl ScSingleWriter {
                     break;
                 }
                 let idle = match self.managed.get(&q) {
-                    Some(m) => m.owner == me && m.busy.is_none() && m.queue.is_empty() && !m.copyset.contains(reader),
+                    Some(m) => {
+                        m.owner == me
+                            && m.busy.is_none()
+                            && m.queue.is_empty()
+                            && !m.copyset.contains(reader)
+                            && !m.written_remotely
+                    }
                     None => true,
                 };
                 if !idle {
@@ -434,7 +444,9 @@ impl ScSingleWriter {
         writer: NodeId,
         out: &mut Vec<Action>,
     ) {
+        let me = ctx.me();
         let m = self.managed_page(ctx, page);
+        m.written_remotely |= writer != me;
         let owner = m.owner;
         let with_data = !(m.copyset.contains(writer) || owner == writer);
         let targets: Vec<NodeId> = m

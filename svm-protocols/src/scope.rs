@@ -37,78 +37,18 @@
 //! acquirer before a barrier, and racy programs (spinning on a flag) may never see a write.
 //! See `docs/protocols.md`.
 
-use svm_core::protocol::{
-    Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
-};
+use crate::home_mw::{home_mw_protocol, Mode};
 
-use crate::home_mw::{HomeMw, Mode};
-
-/// Home-based scope consistency with write notices (JIAJIA-style).
-#[derive(Debug)]
-pub struct Scope(HomeMw);
+home_mw_protocol!(
+    /// Home-based scope consistency with write notices (JIAJIA-style).
+    Scope,
+    "scope",
+    Mode::Notices
+);
 
 impl Scope {
-    pub fn new() -> Self {
-        Scope(HomeMw::new(Mode::Notices))
-    }
-
     /// Write notices held for the next lock release and the next barrier arrival.
     pub fn pending_notices(&self) -> (usize, usize) {
         self.0.pending_notices()
-    }
-}
-
-impl Default for Scope {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Protocol for Scope {
-    fn name(&self) -> &'static str {
-        "scope"
-    }
-    fn on_fault(&mut self, ctx: &dyn Context, page: PageId, access: Access, out: &mut Vec<Action>) {
-        self.0.on_fault(ctx, page, access, out)
-    }
-    fn on_message(
-        &mut self,
-        ctx: &dyn Context,
-        from: NodeId,
-        msg: &ProtoMsg,
-        data_len: usize,
-        out: &mut Vec<Action>,
-    ) {
-        self.0.on_message(ctx, from, msg, data_len, out)
-    }
-    fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
-        self.0.on_release(ctx, token, out)
-    }
-    fn on_acquire(
-        &mut self,
-        ctx: &dyn Context,
-        token: u64,
-        notices: &[PageId],
-        out: &mut Vec<Action>,
-    ) {
-        self.0.on_acquire(ctx, token, notices, out)
-    }
-    fn on_barrier_arrive(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
-        self.0.on_barrier_arrive(ctx, token, out)
-    }
-    fn on_barrier_depart(
-        &mut self,
-        ctx: &dyn Context,
-        token: u64,
-        notices: &[PageId],
-        out: &mut Vec<Action>,
-    ) {
-        self.0.on_barrier_depart(ctx, token, notices, out)
-    }
-    fn stats(&self) -> ProtocolStats {
-        self.0.stats()
-    }
-    fn describe(&self, page: PageId) -> String {
-        self.0.describe("scope", page)
     }
 }
