@@ -148,12 +148,17 @@ pub extern "C" fn svm_cvm_main(
     data_end: *mut c_void,
 ) -> c_int {
     let p = guard("starting the CVM runtime", || {
-        let opts = InitOptions { statics: Vec::new(), default_protocol: Some("scope".into()) };
+        let opts = InitOptions {
+            statics: Vec::new(),
+            default_protocol: Some("scope".into()),
+        };
         let p = workers::start(svm_protocols::by_name, opts, run_worker);
         let (start, end) = (data_start as usize, data_end as usize);
         let len = end.saturating_sub(start);
         let image = if p.me == 0 {
-            cabi::bytes(start as *const u8, len).map(|b| b.to_vec()).unwrap_or_default()
+            cabi::bytes(start as *const u8, len)
+                .map(|b| b.to_vec())
+                .unwrap_or_default()
         } else {
             Vec::new()
         };
@@ -211,7 +216,8 @@ pub extern "C" fn cvm_create_procs_threads(worker: extern "C" fn(), threads: c_i
         for _ in 1..threads {
             p.dispatch(0, f, arg);
         }
-        c.dispatched.fetch_add((p.nodes - 1) * threads + threads - 1, Ordering::AcqRel);
+        c.dispatched
+            .fetch_add((p.nodes - 1) * threads + threads - 1, Ordering::AcqRel);
     })
 }
 
@@ -239,7 +245,9 @@ pub extern "C" fn cvm_alloc(size: c_int) -> *mut c_void {
 
 fn lock_id(id: c_int) -> u64 {
     if !(0..CVM_MAX_LOCKS).contains(&id) {
-        fail(&format!("lock id {id} is outside 0..{CVM_MAX_LOCKS} (CVM_MAX_LOCKS)"));
+        fail(&format!(
+            "lock id {id} is outside 0..{CVM_MAX_LOCKS} (CVM_MAX_LOCKS)"
+        ));
     }
     id as u64
 }

@@ -76,7 +76,11 @@ pub extern "C" fn svm_splash_main_end() {
 
 #[no_mangle]
 pub extern "C" fn svm_splash_clock() -> c_ulong {
-    guard("CLOCK", || workers::procs().map(|p| p.clock_us()).unwrap_or_else(|| sys::segv::now_ns() / 1000) as c_ulong)
+    guard("CLOCK", || {
+        workers::procs()
+            .map(|p| p.clock_us())
+            .unwrap_or_else(|| sys::segv::now_ns() / 1000) as c_ulong
+    })
 }
 
 #[no_mangle]
@@ -157,7 +161,9 @@ pub extern "C" fn svm_splash_barrier_new() -> c_long {
 
 #[no_mangle]
 pub extern "C" fn svm_splash_barrier(id: c_long, n: c_long) {
-    guard("BARRIER", || or_fail(api::Barrier::new(id as u64, n.clamp(1, u32::MAX as c_long) as u32).wait()))
+    guard("BARRIER", || {
+        or_fail(api::Barrier::new(id as u64, n.clamp(1, u32::MAX as c_long) as u32).wait())
+    })
 }
 
 /// A pause flag or condition variable: one shared word; its address is the object's id and

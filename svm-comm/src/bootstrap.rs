@@ -33,9 +33,17 @@ pub struct Bootstrap {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BootstrapError {
     #[error("{var}={value:?} is not a valid {what}")]
-    Invalid { var: &'static str, value: String, what: &'static str },
+    Invalid {
+        var: &'static str,
+        value: String,
+        what: &'static str,
+    },
     #[error("rank {rank} is out of range for a job of {size} nodes ({source_vars})")]
-    RankOutOfRange { rank: u32, size: u32, source_vars: &'static str },
+    RankOutOfRange {
+        rank: u32,
+        size: u32,
+        source_vars: &'static str,
+    },
     #[error("a job of {size} nodes needs SVM_COORD=host:port naming rank 0's rendezvous address")]
     NoCoordinator { size: u32 },
     #[error(
@@ -52,14 +60,21 @@ pub enum BootstrapError {
 /// Largest job supported.
 pub const MAX_NODES: u32 = 1024;
 
-fn num(get: &dyn Fn(&str) -> Option<String>, var: &'static str) -> Result<Option<u32>, BootstrapError> {
+fn num(
+    get: &dyn Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<u32>, BootstrapError> {
     match get(var) {
         None => Ok(None),
         Some(v) => v
             .trim()
             .parse::<u32>()
             .map(Some)
-            .map_err(|_| BootstrapError::Invalid { var, value: v, what: "non-negative integer" }),
+            .map_err(|_| BootstrapError::Invalid {
+                var,
+                value: v,
+                what: "non-negative integer",
+            }),
     }
 }
 
@@ -84,7 +99,9 @@ impl Bootstrap {
 
     /// Reads from any variable lookup (tests pass a map).
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Bootstrap, BootstrapError> {
-        let (rank, size, launcher, vars) = if let (Some(r), Some(s)) = (num(get, "SVM_RANK")?, num(get, "SVM_SIZE")?) {
+        let (rank, size, launcher, vars) = if let (Some(r), Some(s)) =
+            (num(get, "SVM_RANK")?, num(get, "SVM_SIZE")?)
+        {
             (r, s, Launcher::Svmrun, "SVM_RANK/SVM_SIZE")
         } else if let (Some(r), Some(s)) = (num(get, "SLURM_PROCID")?, num(get, "SLURM_NTASKS")?) {
             (r, s, Launcher::Slurm, "SLURM_PROCID/SLURM_NTASKS")
@@ -97,15 +114,27 @@ impl Bootstrap {
                     what: "rank (neither it nor PMIX_RANK is set)",
                 })?,
             };
-            (r, s, Launcher::OpenMpi, "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE")
+            (
+                r,
+                s,
+                Launcher::OpenMpi,
+                "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE",
+            )
         } else {
             (0, 1, Launcher::Single, "none")
         };
         if size == 0 || rank >= size {
-            return Err(BootstrapError::RankOutOfRange { rank, size, source_vars: vars });
+            return Err(BootstrapError::RankOutOfRange {
+                rank,
+                size,
+                source_vars: vars,
+            });
         }
         if size > MAX_NODES {
-            return Err(BootstrapError::TooManyNodes { size, max: MAX_NODES });
+            return Err(BootstrapError::TooManyNodes {
+                size,
+                max: MAX_NODES,
+            });
         }
         let coord = get("SVM_COORD").filter(|s| !s.is_empty());
         if size > 1 && coord.is_none() {
@@ -124,8 +153,18 @@ impl Bootstrap {
                 return Err(BootstrapError::NoJobKey { size, launcher });
             }
         };
-        let listen = get("SVM_LISTEN").filter(|s| !s.is_empty()).unwrap_or_else(|| "127.0.0.1".to_string());
-        Ok(Bootstrap { rank: rank as NodeId, size: size as NodeId, launcher, coord, coord_fd, job_key, listen })
+        let listen = get("SVM_LISTEN")
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "127.0.0.1".to_string());
+        Ok(Bootstrap {
+            rank: rank as NodeId,
+            size: size as NodeId,
+            launcher,
+            coord,
+            coord_fd,
+            job_key,
+            listen,
+        })
     }
 }
 
@@ -135,7 +174,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn boot(vars: &[(&str, &str)]) -> Result<Bootstrap, BootstrapError> {
-        let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Bootstrap::from_lookup(&|k| m.get(k).cloned())
     }
     const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
@@ -148,30 +190,63 @@ mod tests {
 
     #[test]
     fn svmrun_slurm_and_openmpi() {
-        let b = boot(&[("SVM_RANK", "2"), ("SVM_SIZE", "4"), ("SVM_COORD", "h:1"), ("SVM_JOB_KEY", KEY)]).unwrap();
+        let b = boot(&[
+            ("SVM_RANK", "2"),
+            ("SVM_SIZE", "4"),
+            ("SVM_COORD", "h:1"),
+            ("SVM_JOB_KEY", KEY),
+        ])
+        .unwrap();
         assert_eq!((b.rank, b.size, b.launcher), (2, 4, Launcher::Svmrun));
         assert_eq!(b.job_key[1], 0x11);
-        let b = boot(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "3"), ("SVM_COORD", "h:1"), ("SVM_JOB_KEY", KEY)]).unwrap();
+        let b = boot(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "3"),
+            ("SVM_COORD", "h:1"),
+            ("SVM_JOB_KEY", KEY),
+        ])
+        .unwrap();
         assert_eq!((b.rank, b.size, b.launcher), (1, 3, Launcher::Slurm));
-        let b = boot(&[("OMPI_COMM_WORLD_SIZE", "2"), ("PMIX_RANK", "1"), ("SVM_COORD", "h:1"), ("SVM_JOB_KEY", KEY)])
-            .unwrap();
+        let b = boot(&[
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("PMIX_RANK", "1"),
+            ("SVM_COORD", "h:1"),
+            ("SVM_JOB_KEY", KEY),
+        ])
+        .unwrap();
         assert_eq!((b.rank, b.size, b.launcher), (1, 2, Launcher::OpenMpi));
     }
 
     #[test]
     fn errors_are_specific() {
-        assert!(matches!(boot(&[("SVM_RANK", "x"), ("SVM_SIZE", "2")]), Err(BootstrapError::Invalid { .. })));
+        assert!(matches!(
+            boot(&[("SVM_RANK", "x"), ("SVM_SIZE", "2")]),
+            Err(BootstrapError::Invalid { .. })
+        ));
         assert!(matches!(
             boot(&[("SVM_RANK", "2"), ("SVM_SIZE", "2")]),
             Err(BootstrapError::RankOutOfRange { .. })
         ));
-        assert_eq!(boot(&[("SVM_RANK", "0"), ("SVM_SIZE", "2")]).unwrap_err(), BootstrapError::NoCoordinator { size: 2 });
+        assert_eq!(
+            boot(&[("SVM_RANK", "0"), ("SVM_SIZE", "2")]).unwrap_err(),
+            BootstrapError::NoCoordinator { size: 2 }
+        );
         assert!(matches!(
-            boot(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SVM_COORD", "h:1")]),
+            boot(&[
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "2"),
+                ("SVM_COORD", "h:1")
+            ]),
             Err(BootstrapError::NoJobKey { .. })
         ));
         assert_eq!(
-            boot(&[("SVM_RANK", "0"), ("SVM_SIZE", "2"), ("SVM_COORD", "h:1"), ("SVM_JOB_KEY", "abc")]).unwrap_err(),
+            boot(&[
+                ("SVM_RANK", "0"),
+                ("SVM_SIZE", "2"),
+                ("SVM_COORD", "h:1"),
+                ("SVM_JOB_KEY", "abc")
+            ])
+            .unwrap_err(),
             BootstrapError::BadJobKey
         );
     }

@@ -9,15 +9,31 @@ use crate::NodeId;
 #[derive(Debug, thiserror::Error)]
 pub enum CommError {
     #[error("node {me}: lost the connection to node {peer}: {why}")]
-    Lost { me: NodeId, peer: NodeId, why: String },
+    Lost {
+        me: NodeId,
+        peer: NodeId,
+        why: String,
+    },
     #[error("node {me}: malformed frame from node {peer}: {err}; closing the connection")]
-    Malformed { me: NodeId, peer: NodeId, err: WireError },
+    Malformed {
+        me: NodeId,
+        peer: NodeId,
+        err: WireError,
+    },
     #[error("node {me}: {what}")]
     Setup { me: NodeId, what: String },
     #[error("node {me}: corrupt packet from node {peer}: {what}")]
-    Corrupt { me: NodeId, peer: NodeId, what: String },
+    Corrupt {
+        me: NodeId,
+        peer: NodeId,
+        what: String,
+    },
     #[error("node {me}: timed out: {what}")]
-    Timeout { me: NodeId, peer: NodeId, what: String },
+    Timeout {
+        me: NodeId,
+        peer: NodeId,
+        what: String,
+    },
 }
 
 /// One connection to one peer. Sends from several threads are serialised inside the link, so
@@ -52,7 +68,11 @@ pub struct RecvBuf {
 
 impl RecvBuf {
     pub fn new() -> Self {
-        RecvBuf { buf: vec![0; 1 << 16], start: 0, end: 0 }
+        RecvBuf {
+            buf: vec![0; 1 << 16],
+            start: 0,
+            end: 0,
+        }
     }
 
     /// Spare space to read into (at least `min` bytes), compacting consumed bytes first.
@@ -60,7 +80,9 @@ impl RecvBuf {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
-        } else if self.start > 0 && (self.start > self.buf.len() / 2 || self.buf.len() - self.end < min) {
+        } else if self.start > 0
+            && (self.start > self.buf.len() / 2 || self.buf.len() - self.end < min)
+        {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
@@ -107,7 +129,11 @@ impl RecvBuf {
 
 /// Writes all parts, looping over short writes.
 pub fn write_all_parts(mut w: impl std::io::Write, parts: &[&[u8]]) -> std::io::Result<()> {
-    let mut slices: Vec<IoSlice> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
+    let mut slices: Vec<IoSlice> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| IoSlice::new(p))
+        .collect();
     let mut bufs = &mut slices[..];
     while !bufs.is_empty() {
         match w.write_vectored(bufs) {
@@ -129,7 +155,18 @@ mod tests {
     fn frames_split_at_every_byte_reassemble() {
         let mut stream = Vec::new();
         for i in 0..5u32 {
-            stream.extend(encode(&Msg::Abort { reason: format!("r{i}"), code: 1 }, 1, i, &vec![i as u8; i as usize * 100]).unwrap());
+            stream.extend(
+                encode(
+                    &Msg::Abort {
+                        reason: format!("r{i}"),
+                        code: 1,
+                    },
+                    1,
+                    i,
+                    &vec![i as u8; i as usize * 100],
+                )
+                .unwrap(),
+            );
         }
         for chunk in [1usize, 7, 24, 100, 4096] {
             let mut rb = RecvBuf::new();

@@ -139,7 +139,10 @@ impl ScSingleWriter {
     /// grants it read copies of up to `pages` following pages it owns and that are idle, in
     /// the same breath (the node is added to their copysets, exactly as if it had asked).
     pub fn with_prefetch(pages: usize) -> Self {
-        ScSingleWriter { prefetch: pages, ..Default::default() }
+        ScSingleWriter {
+            prefetch: pages,
+            ..Default::default()
+        }
     }
 
     fn node_page(&mut self, ctx: &dyn Context, page: PageId) -> &mut NodePage {
@@ -308,7 +311,9 @@ impl ScSingleWriter {
             became_owner = !np.is_owner;
             np.is_owner = true;
         }
-        let upgrade = np.outstanding.is_none() && std::mem::take(&mut np.upgrade_wanted) && access < Access::Write;
+        let upgrade = np.outstanding.is_none()
+            && std::mem::take(&mut np.upgrade_wanted)
+            && access < Access::Write;
         if became_owner {
             self.stats.ownership_received += 1;
         }
@@ -400,7 +405,13 @@ impl ScSingleWriter {
     /// that `reader` does not hold yet. Each is exactly a read grant the manager could have
     /// made on request, so the protocol's invariants hold; the node takes an unasked grant
     /// like any other (see `install_grant`).
-    fn read_ahead(&mut self, ctx: &dyn Context, page: PageId, reader: NodeId, out: &mut Vec<Action>) {
+    fn read_ahead(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        reader: NodeId,
+        out: &mut Vec<Action>,
+    ) {
         if self.prefetch == 0 {
             return;
         }
@@ -428,7 +439,11 @@ impl ScSingleWriter {
                 if self.node_page(ctx, q).access == Access::Write {
                     self.set_access(ctx, q, Access::Read, out);
                 }
-                let grant = ProtoMsg::Grant { page: q, access: Access::Read, with_data: true };
+                let grant = ProtoMsg::Grant {
+                    page: q,
+                    access: Access::Read,
+                    with_data: true,
+                };
                 self.send(ctx, reader, grant, Some(q), out);
                 self.managed_page(ctx, q).copyset.insert(reader);
                 next = q + 1;
@@ -734,15 +749,36 @@ mod tests {
         let out = fault(&mut n, 1, 0, 13, Access::Read);
         assert_eq!(out, vec![send(0, ProtoMsg::ReadReq { page: 13 }, None)]);
         let out = msg(&mut n, 1, 0, 0, grant(13, Access::Read, true));
-        assert_eq!(out, vec![Action::InstallIncoming { page: 13, access: Access::Read }]);
+        assert_eq!(
+            out,
+            vec![Action::InstallIncoming {
+                page: 13,
+                access: Access::Read
+            }]
+        );
         assert!(msg(&mut n, 1, 0, 0, grant(13, Access::Read, true)).is_empty());
         // An unasked read grant while a write request is outstanding does not answer it.
         let _ = fault(&mut n, 1, 0, 20, Access::Write);
         let out = msg(&mut n, 1, 0, 0, grant(20, Access::Read, true));
-        assert_eq!(out, vec![Action::InstallIncoming { page: 20, access: Access::Read }]);
-        assert!(fault(&mut n, 1, 0, 20, Access::Write).is_empty(), "the write request is still outstanding");
+        assert_eq!(
+            out,
+            vec![Action::InstallIncoming {
+                page: 20,
+                access: Access::Read
+            }]
+        );
+        assert!(
+            fault(&mut n, 1, 0, 20, Access::Write).is_empty(),
+            "the write request is still outstanding"
+        );
         let out = msg(&mut n, 1, 0, 0, grant(20, Access::Write, false));
-        assert_eq!(out, vec![Action::SetAccess { page: 20, access: Access::Write }]);
+        assert_eq!(
+            out,
+            vec![Action::SetAccess {
+                page: 20,
+                access: Access::Write
+            }]
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! svmrun -n 4 target/release/examples/counter 1000
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 
 use svm::{Mutex, SharedSlice};
@@ -100,23 +102,5 @@ fn run(iters: u64) -> Result<bool, BoxError> {
 }
 
 fn main() -> ExitCode {
-    let iters = match parse_args() {
-        Ok(Some(iters)) => iters,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("counter: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(iters) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("counter: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("counter", USAGE, parse_args(), run)
 }

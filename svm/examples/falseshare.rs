@@ -27,6 +27,8 @@
 //! svmrun -n 4 --protocol sc-sw target/release/examples/falseshare 100 512 8
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -230,23 +232,5 @@ fn run(args: &Args) -> Result<bool, BoxError> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("falseshare: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("falseshare: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("falseshare", USAGE, parse_args(), |args| run(&args))
 }

@@ -12,6 +12,8 @@
 //! svmrun -n 1 --fault uffd target/release/examples/faultdetect 1000 8
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 
 const USAGE: &str =
@@ -79,24 +81,17 @@ fn run(pages: usize, rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn main() -> ExitCode {
+/// The command line: `Ok(None)` for `-h`/`--help`, else `(PAGES, ROUNDS)`.
+fn parse_args() -> Result<Option<(usize, usize)>, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
+        return Ok(None);
     }
-    let (pages, rounds) = match parse(&args) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("faultdetect: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(pages, rounds) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("faultdetect: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    parse(&args).map(Some)
+}
+
+fn main() -> ExitCode {
+    common::main("faultdetect", USAGE, parse_args(), |(pages, rounds)| {
+        run(pages, rounds)
+    })
 }

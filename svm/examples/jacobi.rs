@@ -19,6 +19,8 @@
 //! target/release/examples/jacobi 1024 100 --seq
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -278,32 +280,25 @@ fn run(args: &Args) -> Result<Outcome, BoxError> {
     Ok(outcome)
 }
 
+impl common::Outcome for Outcome {
+    fn exit_code(self) -> ExitCode {
+        match self {
+            Outcome::Passed => ExitCode::SUCCESS,
+            Outcome::Failed => ExitCode::FAILURE,
+            Outcome::BadArgs => ExitCode::from(2),
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
+    common::main("jacobi", USAGE, parse_args(), |args| {
+        if args.seq {
+            let t0 = Instant::now();
+            let grid = sequential(args.n, args.iters);
+            let time_s = t0.elapsed().as_secs_f64();
+            println!("checksum={:.16e} time_s={time_s:.6}", checksum(&grid));
+            return Ok(Outcome::Passed);
         }
-        Err(msg) => {
-            eprintln!("jacobi: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    if args.seq {
-        let t0 = Instant::now();
-        let grid = sequential(args.n, args.iters);
-        let time_s = t0.elapsed().as_secs_f64();
-        println!("checksum={:.16e} time_s={time_s:.6}", checksum(&grid));
-        return ExitCode::SUCCESS;
-    }
-    match run(&args) {
-        Ok(Outcome::Passed) => ExitCode::SUCCESS,
-        Ok(Outcome::Failed) => ExitCode::FAILURE,
-        Ok(Outcome::BadArgs) => ExitCode::from(2),
-        Err(e) => {
-            eprintln!("jacobi: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+        run(&args)
+    })
 }

@@ -20,6 +20,8 @@
 //! target/release/examples/laplace 600 1e-3 --seq
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -231,26 +233,11 @@ fn distributed(a: &Args) -> Result<(), BoxError> {
 }
 
 fn main() -> ExitCode {
-    let a = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
+    common::main("laplace", USAGE, parse_args(), |a| {
+        if a.seq {
+            sequential(&a);
+            return Ok(());
         }
-        Err(m) => {
-            eprintln!("laplace: {m}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    if a.seq {
-        sequential(&a);
-        return ExitCode::SUCCESS;
-    }
-    match distributed(&a) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("laplace: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+        distributed(&a)
+    })
 }

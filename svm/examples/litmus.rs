@@ -20,6 +20,8 @@
 //! svmrun -n 4 target/release/examples/litmus 1000
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -358,23 +360,5 @@ fn run(rounds: u64) -> Result<bool, BoxError> {
 }
 
 fn main() -> ExitCode {
-    let rounds = match parse_args() {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("litmus: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(rounds) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("litmus: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("litmus", USAGE, parse_args(), run)
 }

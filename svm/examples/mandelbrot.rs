@@ -23,6 +23,8 @@
 //! svmrun -n 2 target/release/examples/mandelbrot --mode deck --slices 64
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -304,30 +306,12 @@ fn run_deck(a: &Args) -> Result<(), BoxError> {
 }
 
 fn main() -> ExitCode {
-    let a = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("mandelbrot: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let r = match a.mode {
+    common::main("mandelbrot", USAGE, parse_args(), |a| match a.mode {
         Mode::Seq => {
             run_seq(&a);
             Ok(())
         }
         Mode::Dsm => run_dsm(&a),
         Mode::Deck => run_deck(&a),
-    };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mandelbrot: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

@@ -18,6 +18,8 @@
 //! target/release/examples/matvec 40000 64 50 --seq
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -216,26 +218,11 @@ fn distributed(a: &Args) -> Result<(), BoxError> {
 }
 
 fn main() -> ExitCode {
-    let a = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
+    common::main("matvec", USAGE, parse_args(), |a| {
+        if a.seq {
+            sequential(&a);
+            return Ok(());
         }
-        Err(m) => {
-            eprintln!("matvec: {m}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    if a.seq {
-        sequential(&a);
-        return ExitCode::SUCCESS;
-    }
-    match distributed(&a) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("matvec: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+        distributed(&a)
+    })
 }

@@ -10,6 +10,8 @@
 //! svmrun -n 2 target/release/examples/pagefault 32
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -140,23 +142,5 @@ fn run(mib: usize) -> Result<bool, BoxError> {
 }
 
 fn main() -> ExitCode {
-    let mib = match parse_args() {
-        Ok(Some(m)) => m,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("pagefault: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(mib) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("pagefault: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("pagefault", USAGE, parse_args(), run)
 }

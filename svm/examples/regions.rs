@@ -38,6 +38,8 @@
 //! SVM_STATS=json svmrun -n 4 --protocol scope target/release/examples/regions 10 20000
 //! ```
 
+mod common;
+
 use std::process::ExitCode;
 
 use svm::{Home, Mutex, SharedSlice};
@@ -341,23 +343,5 @@ fn run(args: &Args) -> Result<bool, BoxError> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("regions: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("regions: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("regions", USAGE, parse_args(), |args| run(&args))
 }

@@ -9,6 +9,8 @@
 //! randomisation) it is the same in every run, which lets a test pick an `SVM_SPACE_BASE` that is
 //! certainly taken.
 
+mod common;
+
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -99,22 +101,5 @@ fn run(args: &Args) -> Result<(), BoxError> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("sleeper: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sleeper: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("sleeper", USAGE, parse_args(), |args| run(&args))
 }

@@ -27,12 +27,13 @@
 
 pub use bytemuck;
 pub use svm_core::api::{
-    alloc_collective, alloc_collective_with, alloc_local, barrier, free_local, lock_id, node_id, nodes, page_size,
-    stats, try_lock_id, unlock_id, Barrier, Home, Mutex, MutexGuard, Result, SharedSlice, Svm, SvmError,
-    RESERVED_IDS,
+    alloc_collective, alloc_collective_with, alloc_local, barrier, free_local, lock_id, node_id,
+    nodes, page_size, stats, try_lock_id, unlock_id, Barrier, Home, Mutex, MutexGuard, Result,
+    SharedSlice, Svm, SvmError, RESERVED_IDS,
 };
 pub use svm_core::api::{
-    alloc_collective_in, measure_fault_detection, recv_message, send_message, sem_post, sem_wait, Semaphore, UserMessage,
+    alloc_collective_in, measure_fault_detection, recv_message, sem_post, sem_wait, send_message,
+    Semaphore, UserMessage,
 };
 pub use svm_core::stats::Stats;
 

@@ -140,6 +140,15 @@ impl Output {
         self
     }
 
+    /// The self-checking program `name` passed: exit 0, no node left behind, `PASS <name>` on
+    /// stdout and no `FAIL` there.
+    pub fn assert_passed(&self, name: &str) -> &Self {
+        self.assert_success()
+            .assert_stdout_contains(&format!("PASS {name}"));
+        assert!(!self.stdout.contains("FAIL"), "{self}");
+        self
+    }
+
     /// The stdout lines that contain every one of `words`.
     pub fn stdout_lines_with(&self, words: &[&str]) -> Vec<&str> {
         self.stdout
@@ -528,6 +537,219 @@ pub fn word_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("cannot bind 127.0.0.1:0");
     l.local_addr().expect("local_addr").port()
+}
+
+// ---------------------------------------------------------------- C programs
+
+/// The workspace root (the parent of `tests/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Does `tool --version` run and exit 0?
+pub fn tool_runs(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// `svm-config`, built next to `svmrun`; panics with the build command if it is missing.
+pub fn svm_config() -> PathBuf {
+    let path = profile_dir().join("svm-config");
+    assert!(
+        path.is_file(),
+        "svm-config not found at {}: build it with `cargo build --workspace --bins` \
+         (`cargo test --workspace` builds it too)",
+        path.display()
+    );
+    path
+}
+
+/// A fresh directory for one test's files, `svm-SUITE-PID-NAME` in the temporary directory,
+/// removed when the test passes (kept for inspection when it panics).
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(suite: &str, name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("svm-{suite}-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        Scratch(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Runs `script` with `sh -c` in this directory, with `svm-config` on the PATH; panics with
+    /// its output if it fails.
+    pub fn shell(&self, script: &str) {
+        let bin = svm_config();
+        let bin_dir = bin.parent().expect("svm-config has a directory");
+        let path = match std::env::var_os("PATH") {
+            Some(p) => {
+                let mut dirs = vec![bin_dir.to_path_buf()];
+                dirs.extend(std::env::split_paths(&p));
+                std::env::join_paths(dirs).expect("PATH")
+            }
+            None => bin_dir.as_os_str().to_owned(),
+        };
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.0)
+            .env("PATH", path)
+            .output()
+            .expect("cannot run sh");
+        assert!(
+            out.status.success(),
+            "in {}:\n$ {script}\nfailed ({})\n----- stdout -----\n{}\n----- stderr -----\n{}",
+            self.0.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// One C personality (`cvm`, `smi`, `splash`): its programs link against the runtime
+/// `target/<profile>/libsvm_NAME.so` (the cdylib of the crate `svm-api-NAME`) through
+/// `svm-config`, and run under `svmrun`.
+#[derive(Debug, Clone, Copy)]
+pub struct CSuite {
+    /// The personality: `svm-config --libs NAME`, and the name of the temporary directories.
+    pub name: &'static str,
+    /// The tools a build needs besides `svm-config`, e.g. `["m4", "cc"]`.
+    pub tools: &'static [&'static str],
+    /// Per run of a program; it only catches hangs.
+    pub deadline: Duration,
+}
+
+impl CSuite {
+    /// A fresh [`Scratch`] directory for the test `name`.
+    pub fn scratch(&self, name: &str) -> Scratch {
+        Scratch::new(self.name, name)
+    }
+
+    /// Panics with an installation hint unless `tool --version` runs.
+    pub fn require_tool(&self, tool: &str) {
+        let package = match tool {
+            "cc" => "gcc libc6-dev",
+            other => other,
+        };
+        assert!(
+            tool_runs(tool),
+            "`{tool}` is not installed or does not run: the {} tests need {}; install it, e.g. \
+             `apt-get install {package}` (.ci/run does)",
+            self.name.to_uppercase(),
+            self.tools.join(" and "),
+        );
+    }
+
+    /// The runtime must exist: the programs link against it. A missing runtime is a failure,
+    /// not a reason to skip.
+    pub fn require_runtime(&self) {
+        let lib = profile_dir().join(format!("libsvm_{}.so", self.name));
+        assert!(
+            lib.is_file(),
+            "the {} runtime {} is not built: it is the cdylib of the crate svm-api-{}, which \
+             must be a member of the workspace (`cargo build --workspace` then builds it)",
+            self.name.to_uppercase(),
+            lib.display(),
+            self.name
+        );
+    }
+
+    /// Builds the program `name` in `scratch`: checks the tools and the runtime, copies
+    /// `sources` into `scratch`, and runs `script` (the documented build command, which must
+    /// write the executable `name`) there with `svm-config` on the PATH.
+    pub fn build(
+        &self,
+        scratch: &Scratch,
+        name: &str,
+        sources: &[PathBuf],
+        script: &str,
+    ) -> CProgram {
+        for tool in self.tools {
+            self.require_tool(tool);
+        }
+        self.require_runtime();
+        for src in sources {
+            let file = src.file_name().expect("a source file has a name");
+            std::fs::copy(src, scratch.path().join(file))
+                .unwrap_or_else(|e| panic!("cannot copy {}: {e}", src.display()));
+        }
+        scratch.shell(script);
+        CProgram {
+            exe: scratch.path().join(name),
+            deadline: self.deadline,
+        }
+    }
+}
+
+/// A C program built by [`CSuite::build`].
+#[derive(Debug, Clone)]
+pub struct CProgram {
+    pub exe: PathBuf,
+    deadline: Duration,
+}
+
+impl CProgram {
+    /// `svmrun -n NODES FLAGS... EXE ARGS...` with extra environment `envs`, under the suite's
+    /// deadline, serialised with the other multi-process runs of this test binary.
+    pub fn run<S: AsRef<str>>(
+        &self,
+        nodes: usize,
+        flags: &[&str],
+        args: &[S],
+        envs: &[(&str, &str)],
+    ) -> Output {
+        let n = nodes.to_string();
+        let mut full = vec!["-n", n.as_str()];
+        full.extend_from_slice(flags);
+        full.push(self.exe.to_str().expect("utf-8 path"));
+        full.extend(args.iter().map(AsRef::as_ref));
+        let _serial = serial();
+        run_svmrun_env(&full, envs, self.deadline)
+    }
+
+    /// Runs the program at every node count of `nodes` with every fault backend of `faults`
+    /// (`svmrun -n N --fault F EXE ARGS...`, the arguments from `args(N)`) and hands each
+    /// output to `check(N, &output)`.
+    pub fn run_matrix(
+        &self,
+        nodes: &[usize],
+        faults: &[&str],
+        args: impl Fn(usize) -> Vec<String>,
+        envs: &[(&str, &str)],
+        check: impl Fn(usize, &Output),
+    ) {
+        for &n in nodes {
+            for &fault in faults {
+                let out = self.run(n, &["--fault", fault], &args(n), envs);
+                check(n, &out);
+            }
+        }
+    }
+}
+
+/// Splits `s` into its whitespace-separated words, e.g. to build a program's arguments.
+pub fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
 }
 
 #[cfg(test)]

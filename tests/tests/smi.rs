@@ -12,145 +12,49 @@
 //! (crate `svm-api-smi`) and `svm-config` (crate `svm-run`): `cargo test --workspace` builds
 //! both.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use svm_tests::{free_port, profile_dir, run_svmrun_env, serial, Job, Output};
+use svm_tests::{
+    free_port, serial, tool_runs, workspace_root, CProgram, CSuite, Job, Output, Scratch,
+};
 
 const NODES: [usize; 4] = [1, 2, 3, 4];
 const FAULTS: [&str; 2] = ["uffd", "segv"];
-/// Per run; the programs take well under a second natively.
-const DEADLINE: Duration = Duration::from_secs(120);
+const SMI: CSuite = CSuite {
+    name: "smi",
+    tools: &["cc"],
+    // Per run; the programs take well under a second natively.
+    deadline: Duration::from_secs(120),
+};
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn require_cc() {
-    let ok = Command::new("cc")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(ok, "`cc` is not installed or does not run: the SMI tests need a C compiler (apt-get install gcc libc6-dev)");
-}
-
-fn svm_config() -> PathBuf {
-    let path = profile_dir().join("svm-config");
-    assert!(
-        path.is_file(),
-        "svm-config not found at {}: `cargo build --workspace --bins` builds it",
-        path.display()
-    );
-    path
-}
-
-fn require_runtime() {
-    let lib = profile_dir().join("libsvm_smi.so");
-    assert!(
-        lib.is_file(),
-        "the SMI runtime {} is not built: it is the cdylib of svm-api-smi, a workspace member \
-         (`cargo build --workspace` builds it)",
-        lib.display()
-    );
-}
-
-/// A fresh directory for one test's files, removed when the test passes.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("svm-smi-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-/// Runs `script` with `sh -c` in `dir` with svm-config on the PATH; panics with its output if
-/// it fails.
-fn shell(dir: &Path, script: &str) {
-    let bin = svm_config();
-    let bin_dir = bin.parent().expect("svm-config has a directory");
-    let mut dirs = vec![bin_dir.to_path_buf()];
-    if let Some(p) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&p));
-    }
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .current_dir(dir)
-        .env("PATH", std::env::join_paths(dirs).expect("PATH"))
-        .output()
-        .expect("cannot run sh");
-    assert!(
-        out.status.success(),
-        "in {}:\n$ {script}\nfailed ({})\n----- stdout -----\n{}\n----- stderr -----\n{}",
-        dir.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Builds `tests/smi/<name>.c` with the documented command; returns the executable.
-fn build(name: &str, scratch: &Scratch) -> PathBuf {
-    require_cc();
-    require_runtime();
+/// Builds `tests/smi/<name>.c` with the documented command.
+fn build(name: &str, scratch: &Scratch) -> CProgram {
     let src = workspace_root().join("tests/smi").join(format!("{name}.c"));
-    shell(
-        &scratch.0,
+    SMI.build(
+        scratch,
+        name,
+        &[],
         &format!(
             "cc -Wall -Werror -Werror=incompatible-pointer-types $(svm-config --cflags) {} \
              $(svm-config --libs smi) -o {name} -lm",
             src.display()
         ),
-    );
-    scratch.0.join(name)
-}
-
-fn run(exe: &Path, nodes: usize, fault: &str, args: &[&str]) -> Output {
-    let n = nodes.to_string();
-    let mut full = vec![
-        "-n",
-        &n,
-        "--fault",
-        fault,
-        exe.to_str().expect("utf-8 path"),
-    ];
-    full.extend_from_slice(args);
-    let _serial = serial();
-    run_svmrun_env(&full, &[], DEADLINE)
+    )
 }
 
 /// Builds `name` and runs it at 1..4 nodes with both fault backends.
 fn run_everywhere(name: &str, args: &[&str]) {
-    let scratch = Scratch::new(name);
-    let exe = build(name, &scratch);
-    for nodes in NODES {
-        for fault in FAULTS {
-            let out = run(&exe, nodes, fault, args);
-            out.assert_success();
-            out.assert_stdout_contains(&format!("PASS {name}"));
-            assert!(
-                !out.stdout.contains("FAIL") && !out.stderr.contains("FAIL"),
-                "{out}"
-            );
-        }
-    }
+    let scratch = SMI.scratch(name);
+    build(name, &scratch).run_matrix(
+        &NODES,
+        &FAULTS,
+        |_| args.iter().map(|a| a.to_string()).collect(),
+        &[],
+        |_, out| {
+            out.assert_passed(name);
+            assert!(!out.stderr.contains("FAIL"), "{out}");
+        },
+    );
 }
 
 /// Hello world with queries; SMI_Init strips the classic launcher arguments up to `--`.
@@ -213,8 +117,8 @@ fn messages_signals_timers() {
 /// process, mapped onto svm's bootstrap.
 #[test]
 fn classic_launcher_arguments() {
-    let scratch = Scratch::new("classic");
-    let exe = build("hello", &scratch);
+    let scratch = SMI.scratch("classic");
+    let hello = build("hello", &scratch);
     let port = free_port().to_string();
     let _serial = serial();
     let jobs: Vec<Job> = (0..2)
@@ -235,12 +139,12 @@ fn classic_launcher_arguments() {
                 "user1",
                 "user2",
             ];
-            Job::start_program(&exe, &args, &[])
+            Job::start_program(&hello.exe, &args, &[])
         })
         .collect();
     let outs: Vec<Output> = jobs
         .into_iter()
-        .map(|j| j.wait(DEADLINE).unwrap_or_else(|t| panic!("{t}")))
+        .map(|j| j.wait(SMI.deadline).unwrap_or_else(|t| panic!("{t}")))
         .collect();
     for o in &outs {
         o.assert_success();
@@ -252,25 +156,17 @@ fn classic_launcher_arguments() {
 /// The header compiles as C++ too (extern "C", no C-only constructs), if a C++ compiler exists.
 #[test]
 fn header_compiles_as_cxx() {
-    let have = Command::new("c++")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !have {
+    if !tool_runs("c++") {
         eprintln!("no c++ compiler: skipping the C++ header check");
         return;
     }
-    let scratch = Scratch::new("cxx");
+    let scratch = SMI.scratch("cxx");
     std::fs::write(
-        scratch.0.join("t.cc"),
+        scratch.path().join("t.cc"),
         "#include <smi.h>\nint main(){ smi_region_info_t i; char *p; int id;\n\
          SMI_Init_reginfo(&i, 4096, 0); SMI_Init_reginfo(&i, 4096, 0, 0, 0, 0, 0, 0);\n\
          return SMI_Create_shreg(SMI_SHM_UNDIVIDED, &i, &id, &p) + SMI_Barrier(); }\n",
     )
     .expect("write t.cc");
-    shell(
-        &scratch.0,
-        "c++ -Wall -Werror -fsyntax-only $(svm-config --cflags) t.cc",
-    );
+    scratch.shell("c++ -Wall -Werror -fsyntax-only $(svm-config --cflags) t.cc");
 }

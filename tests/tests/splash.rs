@@ -13,24 +13,21 @@
 //! `target/<profile>/libsvm_splash.so` (crate `svm-api-splash`), and `svm-config` (crate
 //! `svm-run`): `cargo test --workspace` builds both.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use svm_tests::{profile_dir, run_svmrun_env, serial, Output};
+use svm_tests::{words, workspace_root, CProgram, CSuite, Output, Scratch};
 
 const NODES: [usize; 3] = [1, 2, 4];
 const FAULTS: [&str; 2] = ["uffd", "segv"];
-/// Per run. The programs take well under a second natively; DSM runs at 4 nodes on a 2-core
-/// machine are much slower, and debug builds slower still.
-const DEADLINE: Duration = Duration::from_secs(180);
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
+const SPLASH: CSuite = CSuite {
+    name: "splash",
+    tools: &["m4", "cc"],
+    // Per run. The programs take well under a second natively; DSM runs at 4 nodes on a
+    // 2-core machine are much slower, and debug builds slower still.
+    deadline: Duration::from_secs(180),
+};
 
 fn sources() -> PathBuf {
     workspace_root().join("tests/splash")
@@ -44,156 +41,36 @@ fn include_dir() -> PathBuf {
     workspace_root().join("svm-api-splash/include")
 }
 
-/// Panics with an installation hint unless `tool --version` runs.
-fn require_tool(tool: &str) {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "`{tool}` is not installed or does not run: the SPLASH-2 tests need m4 and a C compiler \
-         (cc); install them, e.g. `apt-get install gcc libc6-dev m4` (.ci/run does)"
-    );
-}
-
-/// `svm-config`, built next to `svmrun`.
-fn svm_config() -> PathBuf {
-    let path = profile_dir().join("svm-config");
-    assert!(
-        path.is_file(),
-        "svm-config not found at {}: build it with `cargo build --workspace --bins` \
-         (`cargo test --workspace` builds it too)",
-        path.display()
-    );
-    path
-}
-
-/// The runtime must exist: the programs link against it. A missing runtime is a failure, not a
-/// reason to skip.
-fn require_runtime() {
-    let lib = profile_dir().join("libsvm_splash.so");
-    assert!(
-        lib.is_file(),
-        "the SPLASH runtime {} is not built: it is the cdylib of the crate svm-api-splash, which \
-         must be a member of the workspace (`cargo build --workspace` then builds it)",
-        lib.display()
-    );
-}
-
-/// A fresh directory for one test's files, removed when the test passes.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("svm-splash-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-/// Runs `script` with `sh -c` in `dir`, with `svm-config` on the PATH; panics with its output
-/// if it fails.
-fn shell(dir: &Path, script: &str) {
-    let bin = svm_config();
-    let bin_dir = bin.parent().expect("svm-config has a directory");
-    let path = match std::env::var_os("PATH") {
-        Some(p) => {
-            let mut dirs = vec![bin_dir.to_path_buf()];
-            dirs.extend(std::env::split_paths(&p));
-            std::env::join_paths(dirs).expect("PATH")
-        }
-        None => bin_dir.as_os_str().to_owned(),
-    };
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .current_dir(dir)
-        .env("PATH", path)
-        .output()
-        .expect("cannot run sh");
-    assert!(
-        out.status.success(),
-        "in {}:\n$ {script}\nfailed ({})\n----- stdout -----\n{}\n----- stderr -----\n{}",
-        dir.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Builds `tests/splash/<name>.C` with the documented commands into `scratch`; returns the
-/// executable.
-fn build(name: &str, scratch: &Scratch) -> PathBuf {
-    require_tool("m4");
-    require_tool("cc");
-    require_runtime();
-    let src = sources().join(format!("{name}.C"));
-    std::fs::copy(&src, scratch.0.join(format!("{name}.C")))
-        .unwrap_or_else(|e| panic!("cannot copy {}: {e}", src.display()));
-    shell(
-        &scratch.0,
+/// Builds `tests/splash/<name>.C` with the documented commands into `scratch`.
+fn build(name: &str, scratch: &Scratch) -> CProgram {
+    SPLASH.build(
+        scratch,
+        name,
+        &[sources().join(format!("{name}.C"))],
         &format!(
             "m4 -Ulen -Uindex $(svm-config --m4 splash) {name}.C > {name}.c && \
              cc -O2 -Wall -Werror $(svm-config --cflags) {name}.c \
              $(svm-config --libs splash) -o {name} -lm"
         ),
-    );
-    scratch.0.join(name)
-}
-
-/// `svmrun -n NODES --fault FAULT EXE ARGS...` with extra environment.
-fn run(exe: &Path, nodes: usize, fault: &str, args: &[String], envs: &[(&str, &str)]) -> Output {
-    let n = nodes.to_string();
-    let mut full = vec![
-        "-n",
-        &n,
-        "--fault",
-        fault,
-        exe.to_str().expect("utf-8 path"),
-    ];
-    full.extend(args.iter().map(String::as_str));
-    let _serial = serial();
-    run_svmrun_env(&full, envs, DEADLINE)
+    )
 }
 
 /// Builds `name` and runs it at 1, 2 and 4 nodes with both fault backends, with the arguments
 /// `args(nodes)`; every run must exit 0 and print `PASS <name>`.
 fn run_everywhere(name: &str, args: impl Fn(usize) -> Vec<String>) {
-    let scratch = Scratch::new(name);
-    let exe = build(name, &scratch);
-    for nodes in NODES {
-        for fault in FAULTS {
-            let out = run(&exe, nodes, fault, &args(nodes), &[]);
-            out.assert_success();
-            out.assert_stdout_contains(&format!("PASS {name}"));
-            assert!(!out.stdout.contains("FAIL"), "{out}");
-        }
-    }
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_string).collect()
+    let scratch = SPLASH.scratch(name);
+    build(name, &scratch).run_matrix(&NODES, &FAULTS, args, &[], |_, out| {
+        out.assert_passed(name);
+    });
 }
 
 // ---------------------------------------------------------------- without the runtime
 
 /// m4 output of `text` with the macro file.
 fn expand(text: &str) -> String {
-    require_tool("m4");
-    let scratch = Scratch::new("expand");
-    let file = scratch.0.join("snippet.C");
+    SPLASH.require_tool("m4");
+    let scratch = SPLASH.scratch("expand");
+    let file = scratch.path().join("snippet.C");
     std::fs::write(&file, text).expect("write snippet");
     let out = Command::new("m4")
         .args(["-Ulen", "-Uindex"])
@@ -321,9 +198,9 @@ fn macros_expand_to_the_runtime_calls() {
 /// runtime needed.
 #[test]
 fn programs_are_warning_free_c99() {
-    require_tool("m4");
-    require_tool("cc");
-    let scratch = Scratch::new("c99");
+    SPLASH.require_tool("m4");
+    SPLASH.require_tool("cc");
+    let scratch = SPLASH.scratch("c99");
     let mut names: Vec<String> = std::fs::read_dir(sources())
         .expect("tests/splash")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -337,35 +214,26 @@ fn programs_are_warning_free_c99() {
     let strict = "cc -std=c99 -D_XOPEN_SOURCE=600 -Wall -Wextra -Werror";
     for name in &names {
         let src = sources().join(format!("{name}.C"));
-        shell(
-            &scratch.0,
-            &format!(
-                "m4 -Ulen -Uindex '{}' '{}' > {name}.c && {strict} -I'{}' -c {name}.c",
-                m4.display(),
-                src.display(),
-                inc.display()
-            ),
-        );
+        scratch.shell(&format!(
+            "m4 -Ulen -Uindex '{}' '{}' > {name}.c && {strict} -I'{}' -c {name}.c",
+            m4.display(),
+            src.display(),
+            inc.display()
+        ));
     }
     // The whole macro set, even pedantically.
-    shell(
-        &scratch.0,
-        &format!(
-            "{strict} -pedantic -I'{}' -c macros.c -o pedantic.o",
-            inc.display()
-        ),
-    );
+    scratch.shell(&format!(
+        "{strict} -pedantic -I'{}' -c macros.c -o pedantic.o",
+        inc.display()
+    ));
     // The stub is self-contained and agrees with the header.
     let stub = workspace_root().join("svm-api-splash/stub/svm_splash_stub.c");
-    shell(
-        &scratch.0,
-        &format!(
-            "{strict} -pedantic -c '{0}' -o stub1.o && \
+    scratch.shell(&format!(
+        "{strict} -pedantic -c '{0}' -o stub1.o && \
              {strict} -include '{1}/splash_svm.h' -c '{0}' -o stub2.o",
-            stub.display(),
-            inc.display()
-        ),
-    );
+        stub.display(),
+        inc.display()
+    ));
 }
 
 // ---------------------------------------------------------------- the applications
@@ -458,39 +326,33 @@ fn pages_fetched(out: &Output) -> Vec<u64> {
 
 #[test]
 fn a_huge_bss_is_shared_lazily() {
-    let scratch = Scratch::new("bigbss");
-    let exe = build("bigbss", &scratch);
-    for nodes in NODES {
-        for fault in FAULTS {
-            let args = words(&format!("-p {nodes}"));
-            let out = run(&exe, nodes, fault, &args, &[("SVM_STATS", "json")]);
-            out.assert_success().assert_stdout_contains("PASS bigbss");
-            let fetched = pages_fetched(&out);
-            assert_eq!(
-                fetched.len(),
-                nodes,
-                "expected one stats object with pages_fetched per node\n{out}"
-            );
-            // 512 MiB are 131072 pages: a lazy data segment fetches a handful.
-            assert!(
-                fetched.iter().all(|&p| p <= 64),
-                "too many pages fetched {fetched:?}\n{out}"
-            );
-        }
-    }
+    let scratch = SPLASH.scratch("bigbss");
+    let args = |n: usize| words(&format!("-p {n}"));
+    let envs = [("SVM_STATS", "json")];
+    build("bigbss", &scratch).run_matrix(&NODES, &FAULTS, args, &envs, |nodes, out| {
+        out.assert_success().assert_stdout_contains("PASS bigbss");
+        let fetched = pages_fetched(out);
+        assert_eq!(
+            fetched.len(),
+            nodes,
+            "expected one stats object with pages_fetched per node\n{out}"
+        );
+        // 512 MiB are 131072 pages: a lazy data segment fetches a handful.
+        assert!(
+            fetched.iter().all(|&p| p <= 64),
+            "too many pages fetched {fetched:?}\n{out}"
+        );
+    });
 }
 
 #[test]
 fn exit_in_a_worker_ends_the_job_with_its_status() {
-    let scratch = Scratch::new("exit3");
-    let exe = build("exit3", &scratch);
-    for nodes in NODES {
-        for fault in FAULTS {
-            let out = run(&exe, nodes, fault, &words(&format!("-p {nodes}")), &[]);
-            assert_eq!(out.status.code(), Some(3), "expected exit status 3\n{out}");
-            out.assert_stdout_contains("exit3: worker exits with status 3");
-            assert!(!out.stdout.contains("FAIL"), "{out}");
-            assert!(!out.lingering, "a node outlived svmrun\n{out}");
-        }
-    }
+    let scratch = SPLASH.scratch("exit3");
+    let args = |n: usize| words(&format!("-p {n}"));
+    build("exit3", &scratch).run_matrix(&NODES, &FAULTS, args, &[], |_, out| {
+        assert_eq!(out.status.code(), Some(3), "expected exit status 3\n{out}");
+        out.assert_stdout_contains("exit3: worker exits with status 3");
+        assert!(!out.stdout.contains("FAIL"), "{out}");
+        assert!(!out.lingering, "a node outlived svmrun\n{out}");
+    });
 }

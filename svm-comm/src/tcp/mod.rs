@@ -36,7 +36,12 @@ impl TcpLink {
         // Large buffers keep a sender from blocking while the peer is busy sending to us.
         let _ = setsockopt(&stream, sockopt::SndBuf, &(4 << 20));
         let _ = setsockopt(&stream, sockopt::RcvBuf, &(4 << 20));
-        Ok(TcpLink { me, peer, stream, send_lock: Mutex::new(()) })
+        Ok(TcpLink {
+            me,
+            peer,
+            stream,
+            send_lock: Mutex::new(()),
+        })
     }
 }
 
@@ -75,7 +80,11 @@ impl Link for TcpLink {
                 }
                 Err(e) => {
                     buf.commit(0);
-                    return Err(CommError::Lost { me: self.me, peer: self.peer, why: format!("receive failed: {e}") });
+                    return Err(CommError::Lost {
+                        me: self.me,
+                        peer: self.peer,
+                        why: format!("receive failed: {e}"),
+                    });
                 }
             }
         }
@@ -126,14 +135,21 @@ fn setup(me: NodeId, what: String) -> CommError {
 /// Reads one whole frame from a blocking stream (handshake only), with the stream's timeout.
 fn read_frame(stream: &mut TcpStream) -> Result<(Msg, Vec<u8>), String> {
     let mut hdr = [0u8; wire::HEADER_LEN];
-    stream.read_exact(&mut hdr).map_err(|e| format!("reading the handshake: {e}"))?;
+    stream
+        .read_exact(&mut hdr)
+        .map_err(|e| format!("reading the handshake: {e}"))?;
     let h = wire::Header::parse(&hdr).map_err(|e| e.to_string())?;
     if h.frame_len() > wire::HEADER_LEN + (1 << 20) {
-        return Err(format!("handshake frame of {} bytes is too large", h.frame_len()));
+        return Err(format!(
+            "handshake frame of {} bytes is too large",
+            h.frame_len()
+        ));
     }
     let mut frame = hdr.to_vec();
     frame.resize(h.frame_len(), 0);
-    stream.read_exact(&mut frame[wire::HEADER_LEN..]).map_err(|e| format!("reading the handshake: {e}"))?;
+    stream
+        .read_exact(&mut frame[wire::HEADER_LEN..])
+        .map_err(|e| format!("reading the handshake: {e}"))?;
     let f = wire::decode(&frame).map_err(|e| e.to_string())?;
     Ok((f.msg, f.data.to_vec()))
 }
@@ -144,14 +160,25 @@ fn write_msg(stream: &mut TcpStream, me: NodeId, msg: &Msg) -> std::io::Result<(
 }
 
 /// Checks a Hello against the job. Returns the peer's rank and listen address.
-pub fn check_hello(msg: &Msg, key: &[u8; KEY_LEN], size: NodeId) -> Result<(NodeId, String), String> {
+pub fn check_hello(
+    msg: &Msg,
+    key: &[u8; KEY_LEN],
+    size: NodeId,
+) -> Result<(NodeId, String), String> {
     match msg {
-        Msg::Hello { rank, size: s, key: k, listen } => {
+        Msg::Hello {
+            rank,
+            size: s,
+            key: k,
+            listen,
+        } => {
             if !bool::from(k.ct_eq(key)) {
                 return Err("wrong job key".into());
             }
             if *s != size || *rank >= size {
-                return Err(format!("rank {rank} of {s} does not fit this job of {size} nodes"));
+                return Err(format!(
+                    "rank {rank} of {s} does not fit this job of {size} nodes"
+                ));
             }
             Ok((*rank, listen.clone()))
         }
@@ -160,7 +187,9 @@ pub fn check_hello(msg: &Msg, key: &[u8; KEY_LEN], size: NodeId) -> Result<(Node
 }
 
 fn log_refusal(me: NodeId, from: Option<SocketAddr>, why: &str) {
-    let from = from.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into());
+    let from = from
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "unknown".into());
     eprintln!("svm: node {me}: refused a connection from {from}: {why}");
 }
 
@@ -174,7 +203,9 @@ fn accept_peers(
     deadline: Instant,
     mut on_peer: impl FnMut(NodeId, String, TcpStream) -> Result<(), CommError>,
 ) -> Result<(), CommError> {
-    listener.set_nonblocking(true).map_err(|e| setup(me, format!("listener: {e}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| setup(me, format!("listener: {e}")))?;
     while !expected.is_empty() {
         if Instant::now() >= deadline {
             return Err(setup(
@@ -197,11 +228,17 @@ fn accept_peers(
                 expected.retain(|r| *r != rank);
                 on_peer(rank, listen, stream)?;
             }
-            Ok((rank, _)) => log_refusal(me, Some(addr), &format!("unexpected or duplicate rank {rank}")),
+            Ok((rank, _)) => log_refusal(
+                me,
+                Some(addr),
+                &format!("unexpected or duplicate rank {rank}"),
+            ),
             Err(why) => log_refusal(me, Some(addr), &why),
         }
     }
-    listener.set_nonblocking(false).map_err(|e| setup(me, format!("listener: {e}")))?;
+    listener
+        .set_nonblocking(false)
+        .map_err(|e| setup(me, format!("listener: {e}")))?;
     Ok(())
 }
 
@@ -219,7 +256,10 @@ fn connect_retry(me: NodeId, addr: &str, deadline: Instant) -> Result<TcpStream,
             }
         }
         if Instant::now() >= deadline {
-            return Err(setup(me, format!("could not connect to {addr}: {last} (is rank 0 running? check SVM_COORD)")));
+            return Err(setup(
+                me,
+                format!("could not connect to {addr}: {last} (is rank 0 running? check SVM_COORD)"),
+            ));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -229,7 +269,11 @@ fn connect_retry(me: NodeId, addr: &str, deadline: Instant) -> Result<TcpStream,
 ///
 /// `inherited` is rank 0's rendezvous listener when the launcher passed one (`SVM_COORD_FD`;
 /// turning the raw descriptor into a listener is the caller's job, in svm-core's `sys`).
-pub fn establish(boot: &Bootstrap, inherited: Option<TcpListener>, timeout: Duration) -> Result<Mesh, CommError> {
+pub fn establish(
+    boot: &Bootstrap,
+    inherited: Option<TcpListener>,
+    timeout: Duration,
+) -> Result<Mesh, CommError> {
     let me = boot.rank;
     let n = boot.size as usize;
     let deadline = Instant::now() + timeout;
@@ -242,46 +286,88 @@ pub fn establish(boot: &Bootstrap, inherited: Option<TcpListener>, timeout: Dura
             })?,
         }
     } else {
-        TcpListener::bind((boot.listen.as_str(), 0))
-            .map_err(|e| setup(me, format!("cannot listen on SVM_LISTEN={}: {e}", boot.listen)))?
+        TcpListener::bind((boot.listen.as_str(), 0)).map_err(|e| {
+            setup(
+                me,
+                format!("cannot listen on SVM_LISTEN={}: {e}", boot.listen),
+            )
+        })?
     };
-    let my_addr = listener.local_addr().map_err(|e| setup(me, e.to_string()))?;
-    let hello = Msg::Hello { rank: me, size: boot.size, key: boot.job_key, listen: my_addr.to_string() };
+    let my_addr = listener
+        .local_addr()
+        .map_err(|e| setup(me, e.to_string()))?;
+    let hello = Msg::Hello {
+        rank: me,
+        size: boot.size,
+        key: boot.job_key,
+        listen: my_addr.to_string(),
+    };
     let mut links: Vec<Option<TcpLink>> = (0..n).map(|_| None).collect();
     let all_addrs: Vec<String>;
-    let link = |peer: NodeId, s: TcpStream| TcpLink::new(me, peer, s).map_err(|e| setup(me, e.to_string()));
+    let link = |peer: NodeId, s: TcpStream| {
+        TcpLink::new(me, peer, s).map_err(|e| setup(me, e.to_string()))
+    };
 
     if me == 0 {
         let mut addrs = vec![String::new(); n];
         addrs[0] = my_addr.to_string();
         let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
-        accept_peers(me, &listener, boot, (1..boot.size).collect(), deadline, |rank, listen, s| {
-            addrs[rank as usize] = listen;
-            streams[rank as usize] = Some(s);
-            Ok(())
-        })?;
-        let table = Msg::PeerTable { addrs: addrs.clone() };
+        accept_peers(
+            me,
+            &listener,
+            boot,
+            (1..boot.size).collect(),
+            deadline,
+            |rank, listen, s| {
+                addrs[rank as usize] = listen;
+                streams[rank as usize] = Some(s);
+                Ok(())
+            },
+        )?;
+        let table = Msg::PeerTable {
+            addrs: addrs.clone(),
+        };
         all_addrs = addrs;
         for (rank, s) in streams.into_iter().enumerate() {
             if let Some(mut s) = s {
-                write_msg(&mut s, me, &table).map_err(|e| setup(me, format!("sending the peer table to node {rank}: {e}")))?;
+                write_msg(&mut s, me, &table).map_err(|e| {
+                    setup(me, format!("sending the peer table to node {rank}: {e}"))
+                })?;
                 links[rank] = Some(link(rank as NodeId, s)?);
             }
         }
     } else {
         let mut s = connect_retry(me, &coord, deadline)?;
         write_msg(&mut s, me, &hello).map_err(|e| setup(me, format!("greeting rank 0: {e}")))?;
-        let _ = s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
+        let _ = s.set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        ));
         let addrs = match read_frame(&mut s) {
             Ok((Msg::PeerTable { addrs }, _)) if addrs.len() == n => addrs,
-            Ok((m, _)) => return Err(setup(me, format!("rank 0 answered with {} instead of the peer table", m.stat_name()))),
-            Err(e) => return Err(setup(me, format!("rank 0 closed the handshake: {e} (wrong SVM_JOB_KEY?)"))),
+            Ok((m, _)) => {
+                return Err(setup(
+                    me,
+                    format!(
+                        "rank 0 answered with {} instead of the peer table",
+                        m.stat_name()
+                    ),
+                ))
+            }
+            Err(e) => {
+                return Err(setup(
+                    me,
+                    format!("rank 0 closed the handshake: {e} (wrong SVM_JOB_KEY?)"),
+                ))
+            }
         };
         links[0] = Some(link(0, s)?);
         all_addrs = addrs.clone();
         for (j, addr) in addrs.iter().enumerate().take(me as usize).skip(1) {
             let mut s = connect_retry(me, addr, deadline)?;
-            write_msg(&mut s, me, &hello).map_err(|e| setup(me, format!("greeting node {j}: {e}")))?;
+            write_msg(&mut s, me, &hello)
+                .map_err(|e| setup(me, format!("greeting node {j}: {e}")))?;
             links[j] = Some(link(j as NodeId, s)?);
         }
         let later: Vec<NodeId> = ((me + 1)..boot.size).collect();
@@ -290,23 +376,30 @@ pub fn establish(boot: &Bootstrap, inherited: Option<TcpListener>, timeout: Dura
             Ok(())
         })?;
     }
-    Ok(Mesh { links, listener, addrs: all_addrs })
+    Ok(Mesh {
+        links,
+        listener,
+        addrs: all_addrs,
+    })
 }
 
 /// After setup: refuses and logs every further connection attempt until the process exits.
 pub fn refuse_strangers(me: NodeId, listener: TcpListener, key: [u8; KEY_LEN], size: NodeId) {
-    let _ = std::thread::Builder::new().name("svm-refuse".into()).spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut s) = conn else { continue };
-            let addr = s.peer_addr().ok();
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let why = match read_frame(&mut s).and_then(|(m, _)| check_hello(&m, &key, size)) {
-                Ok((rank, _)) => format!("the job is already running (a second connection claiming rank {rank})"),
-                Err(why) => why,
-            };
-            log_refusal(me, addr, &why);
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    });
+    let _ = std::thread::Builder::new()
+        .name("svm-refuse".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut s) = conn else { continue };
+                let addr = s.peer_addr().ok();
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let why = match read_frame(&mut s).and_then(|(m, _)| check_hello(&m, &key, size)) {
+                    Ok((rank, _)) => format!(
+                        "the job is already running (a second connection claiming rank {rank})"
+                    ),
+                    Err(why) => why,
+                };
+                log_refusal(me, addr, &why);
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        });
 }
-

@@ -58,7 +58,10 @@ impl Header {
     /// Parses and validates the first [`HEADER_LEN`] bytes of `buf`.
     pub fn parse(buf: &[u8]) -> Result<Header, WireError> {
         if buf.len() < HEADER_LEN {
-            return Err(WireError::Truncated { got: buf.len(), need: HEADER_LEN });
+            return Err(WireError::Truncated {
+                got: buf.len(),
+                need: HEADER_LEN,
+            });
         }
         let u16_at = |i: usize| u16::from_le_bytes([buf[i], buf[i + 1]]);
         let u32_at = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
@@ -109,26 +112,48 @@ impl Header {
 /// Encodes the header and control payload of a frame whose raw data (`data_len` bytes) the
 /// caller sends separately (so page contents are never copied into the frame buffer).
 /// `out` is cleared first.
-pub fn encode_head(msg: &Msg, source: u16, seq: u32, data_len: usize, out: &mut Vec<u8>) -> Result<(), WireError> {
+pub fn encode_head(
+    msg: &Msg,
+    source: u16,
+    seq: u32,
+    data_len: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
     if data_len > MAX_DATA_LEN as usize {
-        return Err(WireError::DataTooLong(data_len.min(u32::MAX as usize) as u32));
+        return Err(WireError::DataTooLong(
+            data_len.min(u32::MAX as usize) as u32
+        ));
     }
     out.clear();
     out.extend_from_slice(&[0u8; HEADER_LEN]);
-    let buf = postcard::to_extend(msg, std::mem::take(out)).map_err(|e| WireError::Encode(e.to_string()))?;
+    let buf = postcard::to_extend(msg, std::mem::take(out))
+        .map_err(|e| WireError::Encode(e.to_string()))?;
     *out = buf;
     let ctrl_len = out.len() - HEADER_LEN;
     if ctrl_len > MAX_CTRL_LEN as usize {
         out.clear();
         return Err(WireError::CtrlTooLong(ctrl_len as u32));
     }
-    let h = Header { kind: msg.kind(), flags: 0, source, ctrl_len: ctrl_len as u32, data_len: data_len as u32, seq };
+    let h = Header {
+        kind: msg.kind(),
+        flags: 0,
+        source,
+        ctrl_len: ctrl_len as u32,
+        data_len: data_len as u32,
+        seq,
+    };
     out[..HEADER_LEN].copy_from_slice(&h.emit());
     Ok(())
 }
 
 /// Encodes `msg` plus raw `data` as one frame into `out` (cleared first).
-pub fn encode_into(msg: &Msg, source: u16, seq: u32, data: &[u8], out: &mut Vec<u8>) -> Result<(), WireError> {
+pub fn encode_into(
+    msg: &Msg,
+    source: u16,
+    seq: u32,
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
     encode_head(msg, source, seq, data.len(), out)?;
     out.extend_from_slice(data);
     Ok(())
@@ -155,23 +180,39 @@ pub fn decode(buf: &[u8]) -> Result<Frame<'_>, WireError> {
     let header = Header::parse(buf)?;
     let need = header.frame_len();
     if buf.len() < need {
-        return Err(WireError::Truncated { got: buf.len(), need });
+        return Err(WireError::Truncated {
+            got: buf.len(),
+            need,
+        });
     }
     if buf.len() > need {
-        return Err(WireError::Decode(format!("{} trailing bytes after the frame", buf.len() - need)));
+        return Err(WireError::Decode(format!(
+            "{} trailing bytes after the frame",
+            buf.len() - need
+        )));
     }
     let ctrl_end = HEADER_LEN + header.ctrl_len as usize;
     let msg: Msg = match postcard::take_from_bytes::<Msg>(&buf[HEADER_LEN..ctrl_end]) {
         Ok((m, [])) => m,
         Ok((_, rest)) => {
-            return Err(WireError::Decode(format!("{} unused bytes in the control payload", rest.len())))
+            return Err(WireError::Decode(format!(
+                "{} unused bytes in the control payload",
+                rest.len()
+            )))
         }
         Err(e) => return Err(WireError::Decode(e.to_string())),
     };
     if msg.kind() != header.kind {
-        return Err(WireError::KindMismatch { header: header.kind, msg: msg.kind() });
+        return Err(WireError::KindMismatch {
+            header: header.kind,
+            msg: msg.kind(),
+        });
     }
-    Ok(Frame { header, msg, data: &buf[ctrl_end..need] })
+    Ok(Frame {
+        header,
+        msg,
+        data: &buf[ctrl_end..need],
+    })
 }
 
 #[cfg(test)]

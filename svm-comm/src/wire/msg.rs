@@ -8,7 +8,9 @@ pub type NodeId = u16;
 pub type PageId = u64;
 
 /// Access a node has (or wants) to a page.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum Access {
     #[default]
     None,
@@ -24,7 +26,12 @@ pub const KEY_LEN: usize = 32;
 pub enum Msg {
     /// Connection handshake: the first frame on every connection. `listen` is where the sender
     /// accepts mesh connections (only meaningful towards the coordinator).
-    Hello { rank: NodeId, size: NodeId, key: [u8; KEY_LEN], listen: String },
+    Hello {
+        rank: NodeId,
+        size: NodeId,
+        key: [u8; KEY_LEN],
+        listen: String,
+    },
     /// Coordinator → node: the mesh address of every rank.
     PeerTable { addrs: Vec<String> },
     /// Coherence protocol traffic. `proto` names the protocol instance (region class).
@@ -51,13 +58,21 @@ pub enum ProtoMsg {
     /// Manager → owner: send a read copy to `to` (owner keeps ownership, drops to read-only).
     FwdRead { page: PageId, to: NodeId },
     /// Manager → owner: give ownership to `to`; attach the contents if `with_data`.
-    FwdWrite { page: PageId, to: NodeId, with_data: bool },
+    FwdWrite {
+        page: PageId,
+        to: NodeId,
+        with_data: bool,
+    },
     /// Manager → copy holder: drop your copy and acknowledge.
     Inval { page: PageId },
     /// Copy holder → manager.
     InvalAck { page: PageId },
     /// → requester: access granted; the frame's data holds the page if `with_data`.
-    Grant { page: PageId, access: Access, with_data: bool },
+    Grant {
+        page: PageId,
+        access: Access,
+        with_data: bool,
+    },
     /// Requester → manager: a grant sent by a third node has been installed.
     Done { page: PageId },
     /// Writer → home (multiple-writer protocols): the frame's data holds the diffs of the
@@ -66,7 +81,11 @@ pub enum ProtoMsg {
     /// treats both as written by the sender at this release). The home answers
     /// `DiffAck { token }` once the diffs are applied and whatever the protocol requires is
     /// done (sc-mw: every other copy invalidated).
-    Diffs { token: u64, diffed: Vec<PageId>, pushed: Vec<PageId> },
+    Diffs {
+        token: u64,
+        diffed: Vec<PageId>,
+        pushed: Vec<PageId>,
+    },
     /// Home → writer: the `Diffs` with this `token` is done; `page` is that message's first
     /// page (see [`ProtoMsg::page`]).
     DiffAck { token: u64, page: PageId },
@@ -88,13 +107,29 @@ pub enum SyncMsg {
     /// completed global barriers when it sent this (see `SyncState::clear_lock_notices`): the
     /// manager keeps each notice with the newest epoch it came with and garbage-collects
     /// notices older than its own epoch.
-    LockRelease { lock: u64, notices: Vec<PageId>, epoch: u64 },
+    LockRelease {
+        lock: u64,
+        notices: Vec<PageId>,
+        epoch: u64,
+    },
     /// Node → barrier manager: one thread arrived; `count` is the caller's participant count.
-    BarrierArrive { barrier: u64, count: u32, notices: Vec<PageId> },
+    BarrierArrive {
+        barrier: u64,
+        count: u32,
+        notices: Vec<PageId>,
+    },
     /// Barrier manager → node: the barrier is complete; wake `arrivals` threads of this node.
-    BarrierRelease { barrier: u64, arrivals: u32, notices: Vec<PageId> },
+    BarrierRelease {
+        barrier: u64,
+        arrivals: u32,
+        notices: Vec<PageId>,
+    },
     /// Barrier manager → node: an arrival named a count that differs from the round's.
-    BarrierMismatch { barrier: u64, expected: u32, got: u32 },
+    BarrierMismatch {
+        barrier: u64,
+        expected: u32,
+        got: u32,
+    },
     /// Node → semaphore manager: one local thread waits.
     SemWait { sem: u64 },
     /// Node → semaphore manager: a post, with the poster's write notices.
@@ -112,7 +147,9 @@ impl ProtoMsg {
     /// one stands for the batch.)
     pub fn page(&self) -> PageId {
         match self {
-            ProtoMsg::Diffs { diffed, pushed, .. } => diffed.first().or(pushed.first()).copied().unwrap_or(0),
+            ProtoMsg::Diffs { diffed, pushed, .. } => {
+                diffed.first().or(pushed.first()).copied().unwrap_or(0)
+            }
             ProtoMsg::DiffAck { page, .. } => *page,
             ProtoMsg::ReadReq { page }
             | ProtoMsg::WriteReq { page }

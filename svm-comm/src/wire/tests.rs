@@ -2,17 +2,62 @@ use super::*;
 
 fn samples() -> Vec<(Msg, Vec<u8>)> {
     vec![
-        (Msg::Hello { rank: 3, size: 4, key: [7; KEY_LEN], listen: "127.0.0.1:4000".into() }, vec![]),
-        (Msg::PeerTable { addrs: vec!["a:1".into(), "b:2".into()] }, vec![]),
-        (Msg::Proto { proto: 0, msg: ProtoMsg::ReadReq { page: 42 } }, vec![]),
         (
-            Msg::Proto { proto: 0, msg: ProtoMsg::Grant { page: u64::MAX, access: Access::Read, with_data: true } },
+            Msg::Hello {
+                rank: 3,
+                size: 4,
+                key: [7; KEY_LEN],
+                listen: "127.0.0.1:4000".into(),
+            },
+            vec![],
+        ),
+        (
+            Msg::PeerTable {
+                addrs: vec!["a:1".into(), "b:2".into()],
+            },
+            vec![],
+        ),
+        (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::ReadReq { page: 42 },
+            },
+            vec![],
+        ),
+        (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::Grant {
+                    page: u64::MAX,
+                    access: Access::Read,
+                    with_data: true,
+                },
+            },
             vec![0xab; 4096],
         ),
-        (Msg::Sync(SyncMsg::LockGrant { lock: 9, notices: vec![1, 2, 3] }), vec![]),
-        (Msg::Sync(SyncMsg::BarrierArrive { barrier: 0, count: 4, notices: vec![] }), vec![]),
+        (
+            Msg::Sync(SyncMsg::LockGrant {
+                lock: 9,
+                notices: vec![1, 2, 3],
+            }),
+            vec![],
+        ),
+        (
+            Msg::Sync(SyncMsg::BarrierArrive {
+                barrier: 0,
+                count: 4,
+                notices: vec![],
+            }),
+            vec![],
+        ),
         (Msg::Goodbye, vec![]),
-        (Msg::Abort { reason: "node 2 lost".into(), code: 70 }, vec![1, 2, 3]),
+        (
+            Msg::Abort {
+                reason: "node 2 lost".into(),
+                code: 70,
+            },
+            vec![1, 2, 3],
+        ),
     ]
 }
 
@@ -34,7 +79,10 @@ fn every_truncation_is_an_error() {
     for (msg, data) in samples() {
         let frame = encode(&msg, 0, 0, &data).unwrap();
         for cut in 0..frame.len() {
-            assert!(decode(&frame[..cut]).is_err(), "prefix of {cut} bytes accepted for {msg:?}");
+            assert!(
+                decode(&frame[..cut]).is_err(),
+                "prefix of {cut} bytes accepted for {msg:?}"
+            );
         }
     }
 }
