@@ -889,26 +889,35 @@ impl Node {
     /// Runs a release (lock release, semaphore post, barrier arrival with `barrier`) in every
     /// protocol; it completes when all have answered.
     fn release_all(&self, st: &mut EngineState, token: u64, barrier: bool) {
-        let ids: Vec<u8> = (0..st.protocols.len() as u8)
-            .filter(|i| st.protocols[*i as usize].is_some())
-            .collect();
-        st.fanin.insert(token, (ids.len(), Vec::new()));
-        for id in ids {
-            let mut acts = Vec::new();
-            if let Some(p) = st.protocols[id as usize].as_mut() {
-                if barrier {
-                    p.on_barrier_arrive(&self.ctx(), token, &mut acts);
-                } else {
-                    p.on_release(&self.ctx(), token, &mut acts);
-                }
+        self.in_every_protocol(st, token, |p, ctx, acts| {
+            if barrier {
+                p.on_barrier_arrive(ctx, token, acts)
+            } else {
+                p.on_release(ctx, token, acts)
             }
-            self.run_actions(st, id, acts, &[]);
-        }
+        });
     }
 
     /// Runs an acquire (lock grant, semaphore grant, barrier departure with `barrier`) in
     /// every protocol; the waiters wake when all have answered.
     fn acquire_all(&self, st: &mut EngineState, token: u64, notices: &[PageId], barrier: bool) {
+        self.in_every_protocol(st, token, |p, ctx, acts| {
+            if barrier {
+                p.on_barrier_depart(ctx, token, notices, acts)
+            } else {
+                p.on_acquire(ctx, token, notices, acts)
+            }
+        });
+    }
+
+    /// Calls `hook` on every protocol instance for the fanned-in operation `token`, running
+    /// each one's actions as it returns.
+    fn in_every_protocol(
+        &self,
+        st: &mut EngineState,
+        token: u64,
+        mut hook: impl FnMut(&mut dyn Protocol, &dyn Context, &mut Vec<Action>),
+    ) {
         let ids: Vec<u8> = (0..st.protocols.len() as u8)
             .filter(|i| st.protocols[*i as usize].is_some())
             .collect();
@@ -916,11 +925,7 @@ impl Node {
         for id in ids {
             let mut acts = Vec::new();
             if let Some(p) = st.protocols[id as usize].as_mut() {
-                if barrier {
-                    p.on_barrier_depart(&self.ctx(), token, notices, &mut acts);
-                } else {
-                    p.on_acquire(&self.ctx(), token, notices, &mut acts);
-                }
+                hook(p.as_mut(), &self.ctx(), &mut acts);
             }
             self.run_actions(st, id, acts, &[]);
         }
