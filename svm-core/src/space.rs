@@ -27,6 +27,9 @@ pub enum Home {
     /// Consecutive runs: `(node, pages)` in order; pages past the last run belong to the last
     /// run's node (SMI's BLOCKED and CUSTOMIZED layouts).
     Runs(Vec<(NodeId, u64)>),
+    /// Each page homed on the first node that touches it. Not supported yet: allocation
+    /// refuses it with [`SpaceError::NotSupported`].
+    FirstTouch,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -41,6 +44,8 @@ pub enum SpaceError {
     Empty,
     #[error("home node {node} does not exist in a job of {nodes} nodes")]
     BadHome { node: NodeId, nodes: NodeId },
+    #[error("{what} is not supported yet; use Home::Node, Block, Cyclic, Custom or Runs")]
+    NotSupported { what: &'static str },
     #[error("{addr:#x} is not the start of a live allocation of this node")]
     BadFree { addr: usize },
 }
@@ -302,6 +307,8 @@ impl Space {
                         }
                         home
                     }
+                    // Never stored: allocation refuses it.
+                    Home::FirstTouch => 0,
                 }
             }
             _ => 0,
@@ -377,6 +384,9 @@ impl Space {
             Home::Custom(list) => list.iter().try_for_each(|n| bad(*n)),
             Home::Runs(runs) if runs.is_empty() => Err(SpaceError::Empty),
             Home::Runs(runs) => runs.iter().try_for_each(|(n, _)| bad(*n)),
+            Home::FirstTouch => Err(SpaceError::NotSupported {
+                what: "first-touch home placement",
+            }),
             _ => Ok(()),
         }
     }
@@ -561,5 +571,9 @@ mod tests {
             s.alloc_collective(1, Home::Node(5)),
             Err(SpaceError::BadHome { node: 5, nodes: 2 })
         );
+        assert!(matches!(
+            s.alloc_collective(1, Home::FirstTouch),
+            Err(SpaceError::NotSupported { .. })
+        ));
     }
 }
