@@ -42,7 +42,7 @@ pub fn program(rel: &str) -> Result<PathBuf, String> {
         other => format!(" --profile {other}"),
     };
     Err(format!(
-        "{} is missing: build it with `cargo build{flag} -p svm-run -p svm --bins --examples`",
+        "{} is missing: build it with `cargo build{flag} --workspace --lib --bins --examples`",
         p.display()
     ))
 }

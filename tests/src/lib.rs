@@ -53,9 +53,9 @@ fn profile_name() -> String {
 
 fn build_hint() -> String {
     match profile_name().as_str() {
-        "debug" => "cargo build --workspace --bins --examples".to_string(),
-        "release" => "cargo build --release --workspace --bins --examples".to_string(),
-        other => format!("cargo build --profile {other} --workspace --bins --examples"),
+        "debug" => "cargo build --workspace --lib --bins --examples".to_string(),
+        "release" => "cargo build --release --workspace --lib --bins --examples".to_string(),
+        other => format!("cargo build --profile {other} --workspace --lib --bins --examples"),
     }
 }
 
