@@ -26,7 +26,7 @@ use deck::Level;
                   result it times, prints one progress line per configuration on stderr and writes Markdown \
                   tables + SVG plots into --out (default target/svm-bench).\n\n\
                   `apps` needs svmrun and the svm examples next to this binary: \
-                  cargo build --release -p svm-run -p svm --bins --examples\n\n\
+                  cargo build --release --workspace --lib --bins --examples\n\n\
                   `fault` also needs svm-config, libsvm_cvm.so and a C compiler (cc): \
                   cargo build --release -p svm-run -p svm -p svm-api-cvm --bins --examples --lib"
 )]
