@@ -401,6 +401,17 @@ pub fn measure_fault_detection(pages: usize) -> Result<(f64, f64, f64)> {
     ))
 }
 
+/// Home node of the shared address `addr` as this node knows it: None outside shared memory,
+/// and for a first-touch page this node has not touched yet.
+pub fn home_of(addr: usize) -> Option<usize> {
+    let n = RUNTIME.get()?;
+    if !n.space.contains(addr) {
+        return None;
+    }
+    let page = n.space.page_of(addr);
+    (!n.space.home_unresolved(page)).then(|| n.space.home(page) as usize)
+}
+
 /// A statistics snapshot of this node.
 pub fn stats() -> Stats {
     match RUNTIME.get() {

@@ -132,6 +132,8 @@ struct EngineState {
     loopback: VecDeque<(Msg, Vec<u8>)>,
     /// Twins of pages being written under a multiple-writer protocol.
     twins: FxHashMap<PageId, Vec<u8>>,
+    /// First-touch pages whose home this node asked the directory for.
+    home_queries: rustc_hash::FxHashSet<PageId>,
     /// Contents the engine holds for pages that are not present in the application mapping
     /// (a diff applied to a page the backend cannot patch in place).
     shadows: FxHashMap<PageId, Vec<u8>>,
@@ -244,6 +246,7 @@ impl Node {
             loopback: VecDeque::new(),
             twins: FxHashMap::default(),
             shadows: FxHashMap::default(),
+            home_queries: Default::default(),
             deferred: (0..nodes).map(|_| VecDeque::new()).collect(),
             next_token: 1,
             releases: FxHashMap::default(),
@@ -691,6 +694,19 @@ impl Node {
             need,
             since_ns: f.since_ns,
         });
+        if self.space.home_unresolved(page) {
+            // A first-touch page this node has never dealt with: learn (or become) its home
+            // first; the fault goes to the protocol when the directory answers.
+            if st.home_queries.insert(page) {
+                self.send(st, self.space.directory(page), Msg::HomeQuery { page }, &[]);
+            }
+            return;
+        }
+        self.fault_to_protocol(st, page, need);
+    }
+
+    /// Hands a fault the page table could not satisfy to the page's protocol.
+    fn fault_to_protocol(&self, st: &mut EngineState, page: PageId, need: Access) {
         let proto = self.space.proto_of(page);
         let mut acts = Vec::new();
         match st
@@ -767,6 +783,19 @@ impl Node {
                     );
                 }
                 crate::sys::exit_now(code);
+            }
+            Msg::HomeQuery { page } => {
+                let home = self.space.assign_first_touch(page, from);
+                self.send(st, from, Msg::HomeIs { page, home }, &[]);
+            }
+            Msg::HomeIs { page, home } => {
+                self.space.learn_first_touch(page, home);
+                st.home_queries.remove(&page);
+                let e = st.pages.entry(page);
+                let need = e.waiters.iter().map(|w| w.need).max();
+                if let Some(need) = need.filter(|n| *n > e.access) {
+                    self.fault_to_protocol(st, page, need);
+                }
             }
             Msg::User { tag } => {
                 let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());

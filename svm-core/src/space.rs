@@ -27,8 +27,8 @@ pub enum Home {
     /// Consecutive runs: `(node, pages)` in order; pages past the last run belong to the last
     /// run's node (SMI's BLOCKED and CUSTOMIZED layouts).
     Runs(Vec<(NodeId, u64)>),
-    /// Each page homed on the first node that touches it. Not supported yet: allocation
-    /// refuses it with [`SpaceError::NotSupported`].
+    /// Each page homed on the first node that touches it (the page's directory node,
+    /// `page % nodes`, records the first node to ask).
     FirstTouch,
 }
 
@@ -148,6 +148,9 @@ pub struct Space {
     local: Mutex<Arena>,
     regions: RwLock<Vec<Region>>,
     statics: Vec<StaticSeg>,
+    /// Homes of first-touch pages known here: pages this node touched, and on a page's
+    /// directory node every page it assigned.
+    first_touch: RwLock<rustc_hash::FxHashMap<PageId, NodeId>>,
     /// Protocol of pages outside any region with its own (`SVM_PROTOCOL`).
     default_proto: u8,
 }
@@ -172,6 +175,7 @@ impl Space {
             local: Mutex::new(Arena::new(my_start, my_start + node_arena_size)),
             regions: RwLock::new(Vec::new()),
             statics: Vec::new(),
+            first_touch: RwLock::new(Default::default()),
             default_proto: 0,
         }
     }
@@ -308,11 +312,59 @@ impl Space {
                         home
                     }
                     // Never stored: allocation refuses it.
-                    Home::FirstTouch => 0,
+                    Home::FirstTouch => {
+                        let homes = self.first_touch.read().unwrap_or_else(|p| p.into_inner());
+                        // Not known here yet: this node never touched the page, so no node it
+                        // deals with about the page is this one; any other node is right.
+                        homes
+                            .get(&page)
+                            .copied()
+                            .unwrap_or(if self.me == 0 { 1 } else { 0 })
+                    }
                 }
             }
             _ => 0,
         }
+    }
+
+    /// Whether `page` is a first-touch page whose home this node does not know yet.
+    pub fn home_unresolved(&self, page: PageId) -> bool {
+        if page >= STATIC_PAGE_BASE {
+            return false;
+        }
+        let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
+        let i = regions.partition_point(|r| r.end <= page);
+        match regions.get(i) {
+            Some(r) if r.start <= page && r.home == Home::FirstTouch => !self
+                .first_touch
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&page),
+            _ => false,
+        }
+    }
+
+    /// Directory of a first-touch page: the node that decides its home.
+    pub fn directory(&self, page: PageId) -> NodeId {
+        (page % self.nodes as u64) as NodeId
+    }
+
+    /// Directory side: the home of `page`, assigning `asker` if it has none yet.
+    pub fn assign_first_touch(&self, page: PageId, asker: NodeId) -> NodeId {
+        *self
+            .first_touch
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(page)
+            .or_insert(asker)
+    }
+
+    /// Records the home of a first-touch page learnt from its directory.
+    pub fn learn_first_touch(&self, page: PageId, home: NodeId) {
+        self.first_touch
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(page, home);
     }
 
     /// Whether pages `a` and `b` lie in one allocated region: the same collective allocation,
@@ -333,9 +385,9 @@ impl Space {
             }
             let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
             let i = regions.partition_point(|r| r.end <= a);
-            return regions
-                .get(i)
-                .is_some_and(|r| r.start <= a && b >= r.start && b < r.end);
+            return regions.get(i).is_some_and(|r| {
+                r.start <= a && b >= r.start && b < r.end && r.home != Home::FirstTouch
+            });
         }
         let arena = |addr: usize| (addr - cend) / self.node_arena_size;
         if arena(aa) != arena(ba) {
@@ -384,9 +436,7 @@ impl Space {
             Home::Custom(list) => list.iter().try_for_each(|n| bad(*n)),
             Home::Runs(runs) if runs.is_empty() => Err(SpaceError::Empty),
             Home::Runs(runs) => runs.iter().try_for_each(|(n, _)| bad(*n)),
-            Home::FirstTouch => Err(SpaceError::NotSupported {
-                what: "first-touch home placement",
-            }),
+            Home::FirstTouch => Ok(()),
             _ => Ok(()),
         }
     }
@@ -571,9 +621,6 @@ mod tests {
             s.alloc_collective(1, Home::Node(5)),
             Err(SpaceError::BadHome { node: 5, nodes: 2 })
         );
-        assert!(matches!(
-            s.alloc_collective(1, Home::FirstTouch),
-            Err(SpaceError::NotSupported { .. })
-        ));
+        assert!(s.alloc_collective(1, Home::FirstTouch).is_ok());
     }
 }

@@ -32,8 +32,8 @@ pub use svm_core::api::{
     SharedSlice, Svm, SvmError, RESERVED_IDS,
 };
 pub use svm_core::api::{
-    alloc_collective_in, measure_fault_detection, recv_message, sem_post, sem_wait, send_message,
-    Semaphore, UserMessage,
+    alloc_collective_in, home_of, measure_fault_detection, recv_message, sem_post, sem_wait,
+    send_message, Semaphore, UserMessage,
 };
 pub use svm_core::stats::Stats;
 

@@ -170,6 +170,35 @@ cases!(litmus {
     litmus_4_nodes_segv => (4, "segv"),
 });
 
+// ---------------------------------------------------------------------------------------------
+// firsttouch: first-touch home placement under every protocol
+
+fn firsttouch(nodes: usize, fault: &str, protocol: &str) {
+    let n = nodes.to_string();
+    let out = svm_tests::run_example_with(
+        &["-n", &n, "--fault", fault, "--protocol", protocol],
+        "firsttouch",
+        &["4"],
+        Duration::from_secs(90),
+    );
+    out.assert_success();
+    let line = only_line(&out, &["firsttouch", "OK"]);
+    assert_eq!(
+        word_value(line, "pages"),
+        Some((4 * nodes).to_string().as_str()),
+        "{out}"
+    );
+    assert_eq!(word_value(line, "nodes"), Some(n.as_str()), "{out}");
+}
+
+cases!(firsttouch {
+    firsttouch_1_node_sc_sw => (1, "uffd", "sc-sw"),
+    firsttouch_3_nodes_sc_sw_uffd => (3, "uffd", "sc-sw"),
+    firsttouch_3_nodes_sc_mw_segv => (3, "segv", "sc-mw"),
+    firsttouch_3_nodes_scope_uffd => (3, "uffd", "scope"),
+    firsttouch_4_nodes_scope_segv => (4, "segv", "scope"),
+});
+
 #[test]
 fn litmus_with_one_node_says_so_and_succeeds() {
     let out = run_example(1, "uffd", "litmus", &[], Duration::from_secs(60));
@@ -232,6 +261,8 @@ fn bad_arguments_give_usage_and_exit_2() {
         ("regions", &["x"]),
         ("regions", &["10", "-1"]),
         ("regions", &["1", "2", "3"]),
+        ("firsttouch", &["0"]),
+        ("firsttouch", &["1", "2"]),
     ];
     for (example, args) in cases {
         let exe = example_path(example);

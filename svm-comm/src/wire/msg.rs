@@ -43,6 +43,11 @@ pub enum Msg {
     /// A message of the application or a personality (SMI send/receive, signals): `tag`
     /// selects the receiver's queue; the frame's data is the payload.
     User { tag: u64 },
+    /// Node → directory of a first-touch page (`page % nodes`): who is its home? The first
+    /// node to ask becomes it.
+    HomeQuery { page: PageId },
+    /// Directory → node: `home` is the home of first-touch page `page`.
+    HomeIs { page: PageId, home: NodeId },
     /// The sender is ending the job; every receiver exits with status `code` (non-zero unless a
     /// program ended the job on purpose with `exit(0)`), printing `reason`.
     Abort { reason: String, code: i32 },
@@ -174,6 +179,8 @@ impl Msg {
             Msg::Goodbye => 5,
             Msg::Abort { .. } => 6,
             Msg::User { .. } => 7,
+            Msg::HomeQuery { .. } => 8,
+            Msg::HomeIs { .. } => 9,
         }
     }
 
@@ -210,6 +217,8 @@ impl Msg {
             Msg::Goodbye => "goodbye",
             Msg::Abort { .. } => "abort",
             Msg::User { .. } => "user",
+            Msg::HomeQuery { .. } => "home_query",
+            Msg::HomeIs { .. } => "home_is",
         }
     }
 }
