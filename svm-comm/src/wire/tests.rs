@@ -51,6 +51,27 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
             vec![],
         ),
         (Msg::Goodbye, vec![]),
+        (Msg::User { tag: 7 }, vec![9; 100]),
+        (Msg::HomeQuery { page: 12 }, vec![]),
+        (Msg::HomeIs { page: 12, home: 3 }, vec![]),
+        (
+            Msg::Sync(SyncMsg::SemPost {
+                sem: 5,
+                notices: vec![1],
+            }),
+            vec![],
+        ),
+        (
+            Msg::Proto {
+                proto: 2,
+                msg: ProtoMsg::Diffs {
+                    token: 1,
+                    diffed: vec![4, 5],
+                    pushed: vec![6],
+                },
+            },
+            vec![1, 2, 3],
+        ),
         (
             Msg::Abort {
                 reason: "node 2 lost".into(),
