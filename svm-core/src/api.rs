@@ -283,7 +283,7 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
         };
         let setup_timeout = cfg.timeout.min(std::time::Duration::from_secs(120));
         let deck_cfg = || {
-            svm_comm::deck::sci::DeckConfig::from_env()
+            svm_comm::deck::sci::DeckConfig::for_dsm_from_env()
                 .map_err(|what| CommError::Setup { me, what })
         };
         if cfg.transport == "deck" {

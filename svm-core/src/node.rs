@@ -1299,6 +1299,12 @@ impl Node {
                 idle_polls = idle_polls.saturating_add(1);
                 if idle_polls < spin_polls {
                     std::thread::yield_now();
+                } else if timeout > 0 {
+                    // A whole sleep passed without a wake-up: look at every link anyway, so a
+                    // wake-up a transport lost costs one sleep period, never a stuck job.
+                    tokens.extend(
+                        (0..self.nodes as u64).filter(|&p| self.links[p as usize].is_some()),
+                    );
                 }
             } else {
                 idle_polls = 0;

@@ -91,6 +91,10 @@ pub enum Protocol {
     Rendezvous = 3,
 }
 
+/// Eager limit of the DSM engine's DECK-SCI links when `DECK_MSG_BUF_LIMIT` is not set (see
+/// [`DeckConfig::for_dsm_from_env`]): 1 MiB, so the eager area is 4 MiB per sender.
+pub const DSM_MSG_BUF_LIMIT: usize = 1 << 20;
+
 /// Geometry and tuning of DECK-SCI. Every node of a job must use the same geometry.
 #[derive(Debug, Clone)]
 pub struct DeckConfig {
@@ -135,6 +139,20 @@ impl DeckConfig {
 
     /// Reads `DECK_MSG_BUF_LIMIT` and `DECK_SPIN_US`.
     pub fn from_env() -> Result<DeckConfig, String> {
+        Self::from_env_or(DEFAULT_MSG_BUF_LIMIT)
+    }
+
+    /// The geometry of the DSM engine's links: as [`DeckConfig::from_env`], but without
+    /// `DECK_MSG_BUF_LIMIT` the eager limit is [`DSM_MSG_BUF_LIMIT`]. The engine sends while it
+    /// holds its state, and a sender waiting for a rendezvous grant or for buffer space depends
+    /// on the receiver's engine; a large eager area gives the DSM's bursts (diff batches at a
+    /// barrier, read-ahead) the same room TCP socket buffers do, so nodes sending to each other
+    /// at once do not wait on each other.
+    pub fn for_dsm_from_env() -> Result<DeckConfig, String> {
+        Self::from_env_or(DSM_MSG_BUF_LIMIT)
+    }
+
+    fn from_env_or(default_limit: usize) -> Result<DeckConfig, String> {
         let num = |var: &str| -> Result<Option<usize>, String> {
             match std::env::var(var) {
                 Err(_) => Ok(None),
@@ -145,7 +163,7 @@ impl DeckConfig {
                     .map_err(|_| format!("{var}={v:?} is not a non-negative integer")),
             }
         };
-        let limit = num("DECK_MSG_BUF_LIMIT")?.unwrap_or(DEFAULT_MSG_BUF_LIMIT);
+        let limit = num("DECK_MSG_BUF_LIMIT")?.unwrap_or(default_limit);
         if !(P1_MAX..=(64 << 20)).contains(&limit) {
             return Err(format!(
                 "DECK_MSG_BUF_LIMIT={limit} must be between {P1_MAX} and {}",
