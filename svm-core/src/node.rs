@@ -667,7 +667,11 @@ impl Node {
         if !self.space.contains(f.addr) {
             return;
         }
-        let probe = PROBE_T0.swap(0, Ordering::AcqRel);
+        // A plain load first: the swap (a locked RMW) only when a probe is under way.
+        let probe = match PROBE_T0.load(Ordering::Acquire) {
+            0 => 0,
+            _ => PROBE_T0.swap(0, Ordering::AcqRel),
+        };
         if probe != 0 {
             st.counters
                 .fault_detect_ns
@@ -694,7 +698,8 @@ impl Node {
             need,
             since_ns: f.since_ns,
         });
-        if self.space.home_unresolved(page) {
+        let (proto, unresolved) = self.space.fault_route(page);
+        if unresolved {
             // A first-touch page this node has never dealt with: learn (or become) its home
             // first; the fault goes to the protocol when the directory answers.
             if st.home_queries.insert(page) {
@@ -702,12 +707,11 @@ impl Node {
             }
             return;
         }
-        self.fault_to_protocol(st, page, need);
+        self.fault_to_protocol(st, page, proto, need);
     }
 
-    /// Hands a fault the page table could not satisfy to the page's protocol.
-    fn fault_to_protocol(&self, st: &mut EngineState, page: PageId, need: Access) {
-        let proto = self.space.proto_of(page);
+    /// Hands a fault the page table could not satisfy to the page's protocol `proto`.
+    fn fault_to_protocol(&self, st: &mut EngineState, page: PageId, proto: u8, need: Access) {
         let mut acts = Vec::new();
         match st
             .protocols
@@ -794,7 +798,8 @@ impl Node {
                 let e = st.pages.entry(page);
                 let need = e.waiters.iter().map(|w| w.need).max();
                 if let Some(need) = need.filter(|n| *n > e.access) {
-                    self.fault_to_protocol(st, page, need);
+                    let proto = self.space.proto_of(page);
+                    self.fault_to_protocol(st, page, proto, need);
                 }
             }
             Msg::User { tag } => {

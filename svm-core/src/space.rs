@@ -145,6 +145,9 @@ pub struct Space {
     nodes: NodeId,
     node_arena_size: usize,
     collective: Mutex<Arena>,
+    /// The collective arena's allocation top, published after the region table is updated:
+    /// read on every incoming protocol message without taking the arena's lock.
+    collective_top: std::sync::atomic::AtomicUsize,
     local: Mutex<Arena>,
     regions: RwLock<Vec<Region>>,
     statics: Vec<StaticSeg>,
@@ -172,6 +175,7 @@ impl Space {
             nodes,
             node_arena_size,
             collective: Mutex::new(Arena::new(base, base + half)),
+            collective_top: std::sync::atomic::AtomicUsize::new(base),
             local: Mutex::new(Arena::new(my_start, my_start + node_arena_size)),
             regions: RwLock::new(Vec::new()),
             statics: Vec::new(),
@@ -327,6 +331,28 @@ impl Space {
         }
     }
 
+    /// What the fault path needs about a page, from one look at the region table: its
+    /// protocol, and whether it is a first-touch page whose home this node does not know yet.
+    pub fn fault_route(&self, page: PageId) -> (u8, bool) {
+        if page >= STATIC_PAGE_BASE {
+            return (self.default_proto, false);
+        }
+        let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
+        let i = regions.partition_point(|r| r.end <= page);
+        match regions.get(i) {
+            Some(r) if r.start <= page => {
+                let unresolved = r.home == Home::FirstTouch
+                    && !self
+                        .first_touch
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains_key(&page);
+                (r.proto, unresolved)
+            }
+            _ => (self.default_proto, false),
+        }
+    }
+
     /// Whether `page` is a first-touch page whose home this node does not know yet.
     pub fn home_unresolved(&self, page: PageId) -> bool {
         if page >= STATIC_PAGE_BASE {
@@ -411,12 +437,9 @@ impl Space {
         if addr >= self.collective_end() {
             return false;
         }
-        let top = self
-            .collective
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .top;
-        addr >= top
+        addr >= self
+            .collective_top
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn check_home(&self, home: &Home) -> Result<(), SpaceError> {
@@ -476,6 +499,9 @@ impl Space {
                 proto,
             },
         );
+        drop(regions);
+        self.collective_top
+            .store(a.top, std::sync::atomic::Ordering::Release);
         Ok(addr)
     }
 
