@@ -135,12 +135,24 @@ fn macros_expand_to_the_runtime_calls() {
             "{ (void)(long)(P-1); svm_splash_wait_for_end(svm_splash_dispatched_); \
              svm_splash_dispatched_ = 0; }",
         ),
+        // G_MALLOC and NU_MALLOC end with `;` as in every macro file of the suite; the _F
+        // forms are expressions.
         (
             "G_MALLOC(n*sizeof(double))",
-            "(svm_splash_malloc((size_t)(n*sizeof(double))))",
+            "(svm_splash_malloc((size_t)(n*sizeof(double))));",
         ),
-        ("G_MALLOC(n, node)", "(svm_splash_malloc((size_t)(n)))"),
-        ("NU_MALLOC(n)", "(svm_splash_malloc((size_t)(n)))"),
+        ("G_MALLOC(n, node)", "(svm_splash_malloc((size_t)(n)));"),
+        ("NU_MALLOC(n)", "(svm_splash_malloc((size_t)(n)));"),
+        ("G_MALLOC_F(n)", "(svm_splash_malloc((size_t)(n)))"),
+        ("NU_MALLOC_F(n)", "(svm_splash_malloc((size_t)(n)))"),
+        (
+            "x = (double *) G_MALLOC(n)\ny = 1;",
+            "x = (double *) (svm_splash_malloc((size_t)(n))); y = 1;",
+        ),
+        ("DYN_TRACE_ON", ";"),
+        ("DYN_SCHED_OFF", ";"),
+        ("AUG_SET_LOLIMIT(G, 0)", ";"),
+        ("AUG_SET_HILIMIT(G, 0)", ";"),
         ("CLOCK(t)", "{ (t) = svm_splash_clock(); }"),
         ("MAIN_INITENV", "{ svm_splash_initenv(); }"),
         ("MAIN_INITENV(,80000000)", "{ svm_splash_initenv(); }"),
@@ -172,7 +184,15 @@ fn macros_expand_to_the_runtime_calls() {
         assert_eq!(got, *expected, "expansion of {input}");
     }
     let env = expand("MAIN_ENV\n");
-    for header in ["<stdio.h>", "<stdlib.h>", "<splash_svm.h>"] {
+    // The headers of the suite's pthread macro files too (programs may rely on them).
+    for header in [
+        "<stdio.h>",
+        "<stdlib.h>",
+        "<assert.h>",
+        "<stdint.h>",
+        "<pthread.h>",
+        "<splash_svm.h>",
+    ] {
         assert!(
             env.lines().any(|l| l == format!("#include {header}")),
             "MAIN_ENV lacks {header}:\n{env}"
@@ -304,6 +324,13 @@ fn workers_call_g_malloc() {
 #[test]
 fn condition_variables() {
     run_everywhere("condvar", |n| words(&format!("-p{n} -n 100")));
+}
+
+#[test]
+fn statement_and_expression_forms_of_the_suite() {
+    // G_MALLOC without a semicolon of its own (lu, cholesky), statement macros as if/else
+    // branches and back to back, the _F forms as expressions, the DYN_* hooks as statements.
+    run_everywhere("forms", |n| words(&format!("-p {n} -n 4096")));
 }
 
 #[test]
