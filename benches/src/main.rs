@@ -7,6 +7,7 @@ mod apps;
 mod deck;
 mod fault;
 mod report;
+mod splash;
 mod util;
 
 use std::path::PathBuf;
@@ -82,11 +83,46 @@ enum Cmd {
     /// beside the published rows, and fault detection time per backend → fault.md +
     /// fault_time.svg.
     Fault(Common),
-    /// `deck`, `apps` and `fault`.
+    /// The real SPLASH-2 suite (a Splash-3 checkout, tag v2.0M): the 14 programs built with the
+    /// suite's pthread macros and with c.m4.svm, run at p = 1, 2, 4, verified, svm/pthread time
+    /// ratio, faults, pages, locks, barriers → splash.md + splash_ratio.svg. Not part of `all`.
+    Splash(SplashArgs),
+    /// `deck`, `apps` and `fault` (not `splash`: it needs the suite).
     All(Common),
     /// The peer process of `deck` (started by svm-bench itself).
     #[command(hide = true, name = "deck-peer")]
     DeckPeer,
+}
+
+#[derive(Args)]
+struct SplashArgs {
+    /// The Splash-3 checkout (tag v2.0M; the directory holding `codes/`).
+    #[arg(long, value_name = "DIR")]
+    suite: PathBuf,
+    /// p = 2 only.
+    #[arg(long)]
+    quick: bool,
+    /// Node (= thread) counts, comma-separated (default 1,2,4; --quick: 2).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    nodes: Option<Vec<usize>>,
+    /// svmrun --fault (uffd or segv; default: svmrun's).
+    #[arg(long, value_name = "BACKEND", value_parser = ["uffd", "segv"])]
+    fault: Option<String>,
+    /// svmrun --protocol (default: the SPLASH personality's, sc-sw).
+    #[arg(long, value_name = "P")]
+    protocol: Option<String>,
+    /// One profile per svm run: SVM_PROFILE=<out>/profiles/<program>-p<N>.md.
+    #[arg(long)]
+    profile: bool,
+    /// Deadline of every run in seconds (the run's process group is killed on expiry).
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    timeout: u64,
+    /// Only these programs (comma-separated names as in the report).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    only: Vec<String>,
+    /// Output directory of the reports (default: target/svm-bench).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 fn finish(name: &str, r: Result<bool, String>) -> bool {
@@ -134,6 +170,33 @@ fn main() -> ExitCode {
             finish("apps", apps::run(common.level(), &common.out(), &protocols))
         }
         Cmd::Fault(c) => finish("fault", fault::run(c.level(), &c.out())),
+        Cmd::Splash(a) => {
+            if let Some(p) = &a.protocol {
+                if let Err(e) = check_protocols(std::slice::from_ref(p)) {
+                    eprintln!("svm-bench splash: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+            let nodes =
+                a.nodes
+                    .clone()
+                    .unwrap_or_else(|| if a.quick { vec![2] } else { vec![1, 2, 4] });
+            if nodes.is_empty() || nodes.iter().any(|&n| n == 0 || n > 64) {
+                eprintln!("svm-bench splash: --nodes must list counts in 1..=64");
+                return ExitCode::from(2);
+            }
+            let o = splash::Opts {
+                suite: a.suite,
+                nodes,
+                fault: a.fault,
+                protocol: a.protocol,
+                profile: a.profile,
+                timeout: std::time::Duration::from_secs(a.timeout.max(1)),
+                only: a.only,
+                out: a.out.unwrap_or_else(util::default_out),
+            };
+            finish("splash", splash::run(&o))
+        }
         Cmd::All(c) => {
             let d = finish("deck", deck::run(c.level(), &c.out()));
             let protocols: Vec<String> = apps::PROTOCOLS.iter().map(|s| s.to_string()).collect();

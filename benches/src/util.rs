@@ -79,8 +79,17 @@ pub struct Run {
 
 /// Runs `cmd` in its own process group with a hard deadline: on expiry the whole group is
 /// killed. stdout and stderr are collected.
-pub fn run_with_deadline(mut cmd: Command, deadline: Duration) -> Run {
-    cmd.stdin(Stdio::null())
+pub fn run_with_deadline(cmd: Command, deadline: Duration) -> Run {
+    run_with_deadline_stdin(cmd, deadline, None)
+}
+
+/// [`run_with_deadline`] with the child's stdin read from `stdin` (else /dev/null).
+pub fn run_with_deadline_stdin(
+    mut cmd: Command,
+    deadline: Duration,
+    stdin: Option<std::fs::File>,
+) -> Run {
+    cmd.stdin(stdin.map_or_else(Stdio::null, Stdio::from))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
