@@ -17,6 +17,7 @@ mod loops;
 mod misc;
 mod mmu;
 mod region;
+mod registered;
 mod repl;
 mod sync;
 mod xfer;
@@ -36,7 +37,9 @@ use consts::*;
 pub(crate) type Res<T = ()> = Result<T, c_int>;
 
 /// Sizes of the runtime's own shared tables.
-const DIR_ENTRIES: usize = 256;
+/// Exported LOCAL/PT2PT regions per process (SMI itself has no limit of its own; SCI drivers
+/// allowed a few hundred to a few thousand segments per node).
+const DIR_ENTRIES: usize = 4096;
 const DIR_WORDS: usize = 4;
 const NODEMEM_BYTES: usize = 64 * 1024;
 
@@ -86,6 +89,8 @@ pub(crate) struct State {
     pub regions: Vec<region::Region>,
     pub next_region: i32,
     pub mutexes: Vec<Option<usize>>,
+    /// Mutexes this process holds (SMI locks are not counted: see `SMI_Mutex_lock`).
+    pub held: HashSet<usize>,
     pub barriers: Vec<bool>,
     pub pcs: Vec<SharedSlice<u64>>,
     pub loops: Vec<Option<loops::Sched>>,
@@ -140,7 +145,10 @@ impl Smi {
             );
             return Err(SMI_ERR_OTHER);
         }
-        sv(api::barrier())
+        registered::sync();
+        sv(api::barrier())?;
+        registered::sync();
+        Ok(())
     }
 
     /// A release: this process's writes become visible to later acquirers.
@@ -226,7 +234,11 @@ pub(crate) fn entry(name: &str, f: impl FnOnce() -> Res) -> c_int {
     if DEBUG.load(Ordering::Relaxed) > 0 {
         eprintln!("smi[{}]: {name}", api::node_id());
     }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    // Every SMI call is a potential synchronisation point of registered buffers.
+    registered::sync();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    registered::sync();
+    match r {
         Ok(Ok(())) => SMI_SUCCESS,
         Ok(Err(code)) => {
             if DEBUG.load(Ordering::Relaxed) > 0 {
@@ -381,7 +393,7 @@ fn start(argc: *mut c_int, argv: *mut *mut *mut c_char) -> Res {
     let proto = std::env::var("SVM_PROTOCOL")
         .ok()
         .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "sc-mw".into());
+        .unwrap_or_else(|| "sc-sw".into());
     let alloc = |words: usize, home: Home| sv(api::alloc_collective_in::<u64>(words, home, &proto));
     let mut dir = Vec::with_capacity(n);
     for p in 0..n {

@@ -32,6 +32,16 @@ pub(crate) struct Sched {
     max_remote: i64,
     help: i32,
     adapt: i32,
+    /// `SMI_PART_*` of the loop.
+    mode: c_int,
+    /// This process's last call returned `SMI_LOOP_READY`: the next call starts a new run
+    /// over the whole range (SMI's rePartition: barrier, new parts, barrier).
+    ready: bool,
+    /// TIMED_BLOCKED: when this process took its block, and how many indices it had.
+    taken: Option<(Instant, i64)>,
+    /// Runs started and indices handed to this process (`SVM_SMI_LOOP_STATS`).
+    runs: u64,
+    got: u64,
 }
 
 /// One old-style loop splitting (`SMI_Loop_split_init`).
@@ -93,6 +103,28 @@ impl Sched {
         } else {
             self.lo + pos
         }
+    }
+    /// The weights of a new run's parts.
+    fn weights(&self, s: &Smi) -> Res<Vec<f64>> {
+        Ok(match self.mode {
+            PART_ADAPTED_BLOCKED => speed_weights(s),
+            PART_TIMED_BLOCKED => {
+                // Iterations per second of each process's last block (SMI measures the time
+                // between taking the block and the next call).
+                let mine = match self.taken {
+                    Some((t, n)) if n > 0 => n as f64 / t.elapsed().as_secs_f64().max(1e-9),
+                    _ => 0.0,
+                };
+                let all = s.allgather(&[mine.to_bits()])?;
+                let v: Vec<f64> = all.iter().map(|x| f64::from_bits(x[0])).collect();
+                if v.iter().all(|x| *x > 0.0 && x.is_finite()) {
+                    v
+                } else {
+                    speed_weights(s)
+                }
+            }
+            _ => equal_weights(s),
+        })
     }
     /// Writes this process's initial part.
     fn init_own(&self, s: &Smi, weights: &[f64]) -> Res {
@@ -161,12 +193,13 @@ pub extern "C" fn SMI_Loop_init(id: *mut c_int, lo: c_int, hi: c_int, mode: c_in
             max_remote: 0,
             help: 16,
             adapt: NO_ADAPT,
+            mode,
+            ready: false,
+            taken: None,
+            runs: 1,
+            got: 0,
         };
-        let weights = if mode == PART_BLOCKED || mode == PART_CYCLIC {
-            equal_weights(s)
-        } else {
-            speed_weights(s)
-        };
+        let weights = sched.weights(s)?;
         sched.init_own(s, &weights)?;
         s.st().loops.push(Some(sched));
         s.barrier()?;
@@ -186,9 +219,54 @@ fn with_loop<T>(s: &Smi, id: c_int, f: impl FnOnce(&mut Sched) -> T) -> Res<T> {
 
 /// Takes the next chunk: (status, lo, hi) with hi inclusive.
 fn next_chunk(s: &Smi, id: c_int) -> Res<(c_int, i64, i64)> {
+    let (st, a, b) = take_chunk(s, id)?;
+    with_loop(s, id, |l| {
+        l.ready = st == LOOP_READY;
+        if b >= a {
+            let step = if l.cyclic { s.n as i64 } else { 1 };
+            l.got += ((b - a) / step + 1) as u64;
+        }
+    })?;
+    Ok((st, a, b))
+}
+
+/// A new run over the whole range (after this process saw `SMI_LOOP_READY`): as SMI's
+/// rePartition, a barrier (everybody finished the last run), new parts, a barrier (every part
+/// is written before anybody steals).
+fn restart(s: &Smi, id: c_int) -> Res {
     let l = with_loop(s, id, |l| l.clone())?;
-    // Own part, from the front.
+    s.barrier()?;
+    let w = l.weights(s)?;
+    l.init_own(s, &w)?;
+    s.barrier()?;
+    with_loop(s, id, |m| {
+        m.kcur = m.k;
+        m.taken = None;
+        m.runs += 1;
+    })
+}
+
+fn take_chunk(s: &Smi, id: c_int) -> Res<(c_int, i64, i64)> {
+    if with_loop(s, id, |l| l.ready)? {
+        restart(s, id)?;
+    }
+    let l = with_loop(s, id, |l| l.clone())?;
     let r = l.row(s, s.me);
+    if l.mode == PART_TIMED_BLOCKED {
+        // The whole own block at once, with SMI_LOOP_READY (SMI's getLocalTimed).
+        let (a, b) = s.locked(l.lock(s, s.me), || {
+            let (next, end) = (l.w.get(r) as i64, l.w.get(r + 1) as i64);
+            l.w.set(r, end as u64);
+            (next, end)
+        })?;
+        with_loop(s, id, |m| m.taken = Some((Instant::now(), b - a)))?;
+        return Ok(if a < b {
+            (LOOP_READY, l.index(s, s.me, a), l.index(s, s.me, b - 1))
+        } else {
+            (LOOP_READY, 1, 0)
+        });
+    }
+    // Own part, from the front.
     let own = s.locked(l.lock(s, s.me), || {
         let (next, end) = (l.w.get(r) as i64, l.w.get(r + 1) as i64);
         if next < end {
@@ -253,7 +331,10 @@ pub extern "C" fn SMI_Get_iterations(
 pub extern "C" fn SMI_Loop_free(id: c_int) -> c_int {
     entry("SMI_Loop_free", || {
         let s = smi()?;
-        with_loop(s, id, |_| ())?;
+        let (runs, got) = with_loop(s, id, |l| (l.runs, l.got))?;
+        if std::env::var_os("SVM_SMI_LOOP_STATS").is_some() {
+            eprintln!("smi[{}]: loop {id}: runs={runs} indices={got}", s.me);
+        }
         s.st().loops[id as usize] = None;
         Ok(())
     })

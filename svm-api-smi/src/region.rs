@@ -85,6 +85,9 @@ pub(crate) struct Region {
     pub export: Option<u64>,
     pub mmu: bool,
     pub repl: Option<crate::repl::Repl>,
+    /// REGISTER: the DSM copy (in this process's arena) that importers see; `addr` is the
+    /// program's own buffer.
+    pub shadow: Option<usize>,
 }
 
 impl Region {
@@ -208,6 +211,7 @@ fn new_region(
         export: None,
         mmu: false,
         repl: None,
+        shadow: None,
     }
 }
 
@@ -228,27 +232,43 @@ fn runs_home(runs: &[(usize, u64)]) -> Home {
     Home::Runs(runs.iter().map(|&(p, k)| (p as u16, k)).collect())
 }
 
-fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
+fn create(s: &Smi, region_type: c_int, info: &RegionInfo, address: *mut c_void) -> Res<Region> {
     let ty = region_type & SHM_TYPE_MASK;
     let flags = region_type & !SHM_TYPE_MASK;
-    if flags & SHM_REGISTER != 0 {
-        // Exporting private memory of the program would need that memory inside the DSM window.
+    if flags & SHM_REGISTER != 0 && ty != SHM_LOCAL {
         eprintln!(
-            "smi[{}]: SMI_SHM_REGISTER is not supported (docs/smi.md)",
+            "smi[{}]: SMI_SHM_REGISTER applies to SMI_SHM_LOCAL regions only",
             s.me
         );
-        return Err(SMI_ERR_NOTIMPL);
+        return Err(SMI_ERR_PARAM);
     }
     let owner_ok = |o: c_int| crate::check_rank(s, o);
     let size = page_round(s, info.size);
-    if info.size == 0 && ty != SHM_REMOTE && ty != SHM_RDMA {
+    // UNDIVIDED: non-owners may pass size 0 (they get the owner's size, see below).
+    if info.size == 0 && ty != SHM_REMOTE && ty != SHM_RDMA && ty != SHM_UNDIVIDED {
         return Err(SMI_ERR_PARAM);
     }
     let delayed = flags & SHM_DELAYED != 0;
     let mut r = match ty {
         SHM_UNDIVIDED => {
             let owner = owner_ok(info.owner)?;
+            // The owner's size counts (SMI: non-owners may pass 0): it passes it through its
+            // row of the exchange page; the barrier at the end of `create` keeps the row
+            // until everybody has read it.
+            let row = s.page / 8;
+            if s.me == owner {
+                s.xchg.set(owner * row, info.size as u64);
+            }
             s.barrier()?;
+            let want = s.xchg.get(owner * row) as usize;
+            if want == 0 {
+                if s.me == owner {
+                    eprintln!("smi[{}]: SMI_SHM_UNDIVIDED region of size 0", s.me);
+                }
+                s.barrier()?;
+                return Err(SMI_ERR_PARAM);
+            }
+            let size = page_round(s, want);
             let m = s.alloc_region(size, Home::Node(owner as u16))?;
             let mut r = new_region(s, ty, flags, m.addr(), size, owner, Origin::Collective);
             r.connected = !delayed || owner == s.me;
@@ -324,6 +344,23 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
         SHM_LOCAL => {
             let m = sv(api::alloc_local::<u8>(size))?;
             let mut r = new_region(s, ty, flags, m.addr(), size, s.me, Origin::Local);
+            if flags & SHM_REGISTER != 0 {
+                // The program's own buffer (in `*address`) is exported through a DSM copy
+                // kept equal to it at every SMI synchronisation point (docs/smi.md).
+                let user = ffi::get(address as *const usize).unwrap_or(0);
+                if user == 0 {
+                    let _ = api::free_local_addr(m.addr());
+                    return Err(SMI_ERR_BADADR);
+                }
+                if !crate::registered::add(s, user, m.addr(), info.size) {
+                    let _ = api::free_local_addr(m.addr());
+                    return Err(SMI_ERR_BADADR);
+                }
+                r.shadow = Some(m.addr());
+                r.addr = user;
+                r.size = info.size;
+                r.segs = vec![(user, info.size, s.me)];
+            }
             r.sgmt_id = if info.sgmt_id > 0 {
                 info.sgmt_id
             } else {
@@ -331,8 +368,12 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
             };
             if flags & SHM_PRIVATE == 0 {
                 let key = key_local(r.sgmt_id);
-                if let Err(e) = publish(s, key, r.addr, size) {
-                    let _ = api::free_local_addr(r.addr);
+                let exported = r.shadow.unwrap_or(r.addr);
+                if let Err(e) = publish(s, key, exported, size) {
+                    if r.shadow.is_some() {
+                        crate::registered::remove(s, exported);
+                    }
+                    let _ = api::free_local_addr(exported);
                     return Err(e);
                 }
                 r.export = Some(key);
@@ -365,6 +406,15 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
         }
         SHM_REMOTE | SHM_RDMA => {
             let owner = owner_ok(info.owner)?;
+            // No export ever has an id <= 0 (as in SMI). Unlike SMI, a process may import its
+            // own LOCAL region.
+            if info.sgmt_id <= 0 {
+                eprintln!(
+                    "smi[{}]: a REMOTE/RDMA region needs a segment id > 0 (got {})",
+                    s.me, info.sgmt_id
+                );
+                return Err(SMI_ERR_PARAM);
+            }
             let key = key_local(info.sgmt_id);
             let mut r = new_region(s, ty, flags, 0, 0, owner, Origin::Imported);
             r.sgmt_id = info.sgmt_id;
@@ -415,13 +465,15 @@ fn connect(s: &Smi, r: &mut Region, want: usize) -> Res {
 }
 
 fn region_out(r: &Region, address: *mut c_void) -> Res {
-    let a = if let Some(f) = &r.frags {
-        f.as_ptr() as usize
-    } else if r.connected && r.mapped {
-        r.addr
-    } else {
-        0
-    };
+    if let Some(f) = &r.frags {
+        // FRAGMENTED: the caller's array receives one address per process.
+        return if ffi::write_array(address as *mut usize, f) {
+            Ok(())
+        } else {
+            Err(SMI_ERR_PARAM)
+        };
+    }
+    let a = if r.connected && r.mapped { r.addr } else { 0 };
     out(address as *mut usize, a)
 }
 
@@ -438,7 +490,7 @@ pub extern "C" fn SMI_Create_shreg(
         if id.is_null() || address.is_null() {
             return Err(SMI_ERR_PARAM);
         }
-        let r = create(s, region_type, &info)?;
+        let r = create(s, region_type, &info, address)?;
         out(id, r.id)?;
         region_out(&r, address)?;
         s.st().regions.push(r);
@@ -561,7 +613,10 @@ fn release_region(s: &Smi, r: Region) -> Res {
                     .collect::<Vec<u8>>();
                 sv(api::send_message(*p, TAG_CB, &msg))?;
             }
-            sv(api::free_local_addr(r.addr))?;
+            if let Some(w) = r.shadow {
+                crate::registered::remove(s, w);
+            }
+            sv(api::free_local_addr(r.shadow.unwrap_or(r.addr)))?;
         }
         Origin::Imported => {
             if let (Some((owner, key)), true) = (r.import, r.connected) {

@@ -13,6 +13,11 @@ use svm_core::api::{self, Home};
 use crate::consts::*;
 use crate::{entry, out, smi, sv, Res, Smi, K_BARRIER, K_MUTEX, K_PC};
 
+/// The mutex index of `id` (without `NOCONSISTENCY`).
+fn mutex_index(id: c_int) -> usize {
+    (id & !NOCONSISTENCY) as usize
+}
+
 fn mutex_lock_id(s: &Smi, id: c_int) -> Res<u64> {
     let m = (id & !NOCONSISTENCY) as usize;
     if id < 0 {
@@ -46,7 +51,15 @@ pub extern "C" fn SMI_MUTEX_INIT(id: *mut c_int, _algorithm: c_int, prank: c_int
 pub extern "C" fn SMI_Mutex_lock(id: c_int) -> c_int {
     entry("SMI_Mutex_lock", || {
         let s = smi()?;
-        sv(api::lock_id(mutex_lock_id(s, id)?))
+        let l = mutex_lock_id(s, id)?;
+        // As SMI's Burns-Lynch lock (which only looks at the other processes' flags), the
+        // holder locking again returns at once; the first unlock releases.
+        if s.st().held.contains(&mutex_index(id)) {
+            return Ok(());
+        }
+        sv(api::lock_id(l))?;
+        s.st().held.insert(mutex_index(id));
+        Ok(())
     })
 }
 
@@ -57,7 +70,14 @@ pub extern "C" fn SMI_Mutex_trylock(id: c_int, acquired: *mut c_int) -> c_int {
         if acquired.is_null() {
             return Err(SMI_ERR_PARAM);
         }
-        let got = sv(api::try_lock_id(mutex_lock_id(s, id)?))?;
+        let l = mutex_lock_id(s, id)?;
+        if s.st().held.contains(&mutex_index(id)) {
+            return out(acquired, 1);
+        }
+        let got = sv(api::try_lock_id(l))?;
+        if got {
+            s.st().held.insert(mutex_index(id));
+        }
         out(acquired, got as c_int)
     })
 }
@@ -67,6 +87,11 @@ pub extern "C" fn SMI_Mutex_unlock(id: c_int) -> c_int {
     entry("SMI_Mutex_unlock", || {
         let s = smi()?;
         let l = mutex_lock_id(s, id)?;
+        // Unlocking a mutex this process does not hold changes nothing (SMI clears its own
+        // flag, which is already clear).
+        if !s.st().held.remove(&mutex_index(id)) {
+            return Ok(());
+        }
         api::unlock_id(l).map_err(|e| {
             eprintln!("smi[{}]: SMI_Mutex_unlock({id}): {e}", s.me);
             SMI_ERR_PARAM
@@ -79,7 +104,9 @@ pub extern "C" fn SMI_Mutex_destroy(id: c_int) -> c_int {
     entry("SMI_Mutex_destroy", || {
         let s = smi()?;
         mutex_lock_id(s, id)?;
-        s.st().mutexes[(id & !NOCONSISTENCY) as usize] = None;
+        let mut st = s.st();
+        st.mutexes[mutex_index(id)] = None;
+        st.held.remove(&mutex_index(id));
         Ok(())
     })
 }
