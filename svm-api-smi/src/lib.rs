@@ -577,15 +577,23 @@ pub extern "C" fn SMI_First_proc_on_node(node: c_int, proc_: *mut c_int) -> c_in
 #[no_mangle]
 pub extern "C" fn SMI_Get_node_name(name: *mut c_char, len: *mut usize) -> c_int {
     entry("SMI_Get_node_name", || {
-        smi()?;
+        // As in SMI, this works before SMI_Init too; a name that does not fit (with its NUL)
+        // is SMI_ERR_OTHER.
         let cap = ffi::get(len as *const usize).ok_or(SMI_ERR_PARAM)?;
+        if name.is_null() || cap == 0 {
+            return Err(SMI_ERR_PARAM);
+        }
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .unwrap_or_else(|_| "localhost".into());
         let host = host.trim();
-        if cap == 0 {
-            return Err(SMI_ERR_PARAM);
+        if host.len() >= cap {
+            eprintln!(
+                "smi: SMI_Get_node_name: the host name '{host}' needs {} bytes, {cap} given",
+                host.len() + 1
+            );
+            return Err(SMI_ERR_OTHER);
         }
-        let mut b: Vec<c_char> = host.bytes().take(cap - 1).map(|c| c as c_char).collect();
+        let mut b: Vec<c_char> = host.bytes().map(|c| c as c_char).collect();
         let l = b.len();
         b.push(0);
         if !ffi::write_array(name, &b) {

@@ -269,7 +269,15 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo, address: *mut c_void) 
                 return Err(SMI_ERR_PARAM);
             }
             let size = page_round(s, want);
-            let m = s.alloc_region(size, Home::Node(owner as u16))?;
+            // A failure is the same everywhere; the barrier keeps the owner from writing the
+            // next region's size before everybody has read this one.
+            let m = match s.alloc_region(size, Home::Node(owner as u16)) {
+                Ok(m) => m,
+                Err(e) => {
+                    s.barrier()?;
+                    return Err(e);
+                }
+            };
             let mut r = new_region(s, ty, flags, m.addr(), size, owner, Origin::Collective);
             r.connected = !delayed || owner == s.me;
             r

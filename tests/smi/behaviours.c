@@ -39,7 +39,22 @@ int main(int argc, char **argv) {
         CHECK((int)l->nsegments == size, "layout of a fragmented region: %d segments", (int)l->nsegments);
         for (i = 0; i < size; i++) CHECK(l->seg_machine[i] == i && l->seg_adr[i] == frag[i], "segment %d", i);
     }
+    {
+        int owner = 0;
+        OK(SMI_Query(SMI_Q_SMI_REGION_OWNER, id, &owner));
+        CHECK(owner == (size > 1 ? -1 : 0), "owner of a fragmented region: %d", owner);
+    }
     OK(SMI_Free_shreg(id));
+    {
+        int v = 5;
+        OK(SMI_Query(SMI_Q_SMI_REGION_CONNECTED, id, &v));
+        CHECK(v == 0, "a freed region is not connected");
+    }
+    {
+        char name[2];
+        size_t len = sizeof name;
+        CHECK(SMI_Get_node_name(name, &len) == SMI_ERR_OTHER, "a host name that does not fit");
+    }
 
     /* UNDIVIDED: only the owner gives the size. */
     {

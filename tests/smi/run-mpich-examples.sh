@@ -145,7 +145,7 @@ judge() {
         [ "$k" -eq 3 ] || { echo "FAIL: $k of 3 transfers"; return; } ;;
     memperf)
         k=$(count '^\[0\] >>> ' "$log")
-        [ "$k" -eq 7 ] || { echo "FAIL: $k of 7 results"; return; } ;;
+        [ "$k" -eq 8 ] || { echo "FAIL: $k of 8 results"; return; } ;;
     memcpy)
         grep -q '# remote memory' "$log" || { echo "FAIL: no remote part"; return; }
         k=$(grep -c '^\[1\] *[0-9]' "$log")
