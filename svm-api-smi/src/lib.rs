@@ -13,13 +13,16 @@
 
 mod consts;
 mod ffi;
+mod layout;
 mod loops;
 mod misc;
 mod mmu;
 mod region;
 mod registered;
 mod repl;
+mod service;
 mod sync;
+mod table;
 mod xfer;
 
 use std::collections::{HashMap, HashSet};
@@ -86,7 +89,9 @@ pub(crate) struct Smi {
 /// Mutable per-process tables.
 #[derive(Default)]
 pub(crate) struct State {
-    pub regions: Vec<region::Region>,
+    pub regions: Vec<table::Region>,
+    /// Replication state of the regions that have been replicated (by region id).
+    pub repl: HashMap<c_int, repl::Repl>,
     pub next_region: i32,
     pub mutexes: Vec<Option<usize>>,
     /// Mutexes this process holds (SMI locks are not counted: see `SMI_Mutex_lock`).
@@ -438,7 +443,7 @@ fn start(argc: *mut c_int, argv: *mut *mut *mut c_char) -> Res {
     let s = smi()?;
     let h = std::thread::Builder::new()
         .name("smi-service".into())
-        .spawn(region::service_loop);
+        .spawn(service::service_loop);
     match h {
         Ok(h) => *s.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(h),
         Err(e) => {

@@ -13,7 +13,8 @@ use std::time::Instant;
 use svm_core::api::{self, Home, SharedSlice};
 
 use crate::consts::*;
-use crate::region::with_region;
+use crate::layout;
+use crate::table::with_region;
 use crate::{entry, out, smi, sv, Res, Smi, K_LOOP};
 
 /// One scheduled loop (`SMI_Loop_init`).
@@ -53,40 +54,6 @@ pub(crate) struct Split {
     lhi: i64,
     started: Option<Instant>,
     secs: f64,
-}
-
-/// Splits `[0, len)` into contiguous blocks proportional to `weights` (in rank order).
-pub(crate) fn weighted_blocks(len: i64, weights: &[f64]) -> Vec<(i64, i64)> {
-    let total: f64 = weights.iter().map(|w| w.max(0.0)).sum();
-    let n = weights.len();
-    let mut out = Vec::with_capacity(n);
-    let mut acc = 0.0;
-    let mut prev = 0i64;
-    for (i, w) in weights.iter().enumerate() {
-        acc += w.max(0.0);
-        let end = if i + 1 == n || total <= 0.0 {
-            if total <= 0.0 {
-                (len * (i as i64 + 1)) / n as i64
-            } else {
-                len
-            }
-        } else {
-            ((acc / total) * len as f64).round() as i64
-        };
-        let end = end.clamp(prev, len);
-        out.push((prev, end));
-        prev = end;
-    }
-    out
-}
-
-/// Number of indices of class `p` (i % n == p) in `[0, len)`.
-fn class_count(len: i64, p: usize, n: usize) -> i64 {
-    if len <= p as i64 {
-        0
-    } else {
-        (len - p as i64 + n as i64 - 1) / n as i64
-    }
 }
 
 impl Sched {
@@ -129,9 +96,9 @@ impl Sched {
     /// Writes this process's initial part.
     fn init_own(&self, s: &Smi, weights: &[f64]) -> Res {
         let (a, b) = if self.cyclic {
-            (0, class_count(self.len, s.me, s.n))
+            (0, layout::class_count(self.len, s.me, s.n))
         } else {
-            weighted_blocks(self.len, weights)[s.me]
+            layout::weighted_blocks(self.len, weights)[s.me]
         };
         let r = self.row(s, s.me);
         s.locked(self.lock(s, s.me), || {
@@ -462,7 +429,7 @@ fn with_split<T>(s: &Smi, id: c_int, f: impl FnOnce(&mut Split) -> T) -> Res<T> 
 /// The local range of `split` for block `me` of weights.
 fn set_block(split: &mut Split, me: usize, weights: &[f64]) {
     let len = (split.ghi - split.glo + 1).max(0);
-    let (a, b) = weighted_blocks(len, weights)[me];
+    let (a, b) = layout::weighted_blocks(len, weights)[me];
     split.llo = split.glo + a;
     split.lhi = split.glo + b - 1;
 }
@@ -612,42 +579,4 @@ pub extern "C" fn SMI_Loop_balance_index_range(id: c_int) -> c_int {
             l.secs = 0.0;
         })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn weighted_blocks_cover_everything_once() {
-        for len in 0..40 {
-            for w in [
-                vec![1.0],
-                vec![1.0, 1.0, 1.0],
-                vec![3.0, 1.0],
-                vec![0.0, 0.0],
-                vec![1.0, 0.0, 2.0, 5.0],
-            ] {
-                let b = weighted_blocks(len, &w);
-                assert_eq!(b.len(), w.len());
-                assert_eq!(b[0].0, 0);
-                assert_eq!(b.last().unwrap().1, len);
-                for pair in b.windows(2) {
-                    assert_eq!(pair[0].1, pair[1].0);
-                }
-            }
-        }
-        assert_eq!(weighted_blocks(10, &[1.0, 1.0]), vec![(0, 5), (5, 10)]);
-        assert_eq!(weighted_blocks(12, &[3.0, 1.0]), vec![(0, 9), (9, 12)]);
-    }
-
-    #[test]
-    fn cyclic_classes_partition_the_range() {
-        for len in 0..30 {
-            for n in 1..5 {
-                let total: i64 = (0..n).map(|p| class_count(len, p, n)).sum();
-                assert_eq!(total, len);
-            }
-        }
-    }
 }

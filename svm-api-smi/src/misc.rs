@@ -10,7 +10,7 @@ use svm_core::api;
 use svm_core::sys;
 
 use crate::consts::*;
-use crate::region::with_region;
+use crate::table::with_region;
 use crate::{entry, ffi, out, smi, Res, DEBUG, INITIALIZED, TAG_HB};
 
 fn sys_int(path: &str) -> Option<i64> {
@@ -49,7 +49,7 @@ fn query(cmd: c_int, arg: c_int, result: *mut c_void) -> Res {
         return Err(SMI_ERR_NOINIT);
     };
     // Region queries about an unknown region: SMI answers 0 ("not connected") / -1 (owner).
-    let known = crate::region::with_region(s, arg, |_| Ok(())).is_ok();
+    let known = crate::table::with_region(s, arg, |_| Ok(())).is_ok();
     match cmd {
         Q_SMI_REGION_CONNECTED if !known => return int(0),
         Q_SMI_REGION_OWNER | Q_SMI_REGION_SGMT_ID if !known => return int(-1),

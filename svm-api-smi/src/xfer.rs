@@ -13,7 +13,7 @@ use std::time::Duration;
 use svm_core::api::{self, UserMessage};
 
 use crate::consts::*;
-use crate::region::with_region;
+use crate::table::with_region;
 use crate::{entry, ffi, out, smi, sv, Res, Smi, TAG_MSG, TAG_SIGNAL};
 
 /// Handle values are opaque to C and never dereferenced: a registry maps them to a status.
@@ -208,7 +208,7 @@ pub extern "C" fn SMI_Check_transfer(flags: c_int) -> c_int {
 pub extern "C" fn SMI_Check_transfer_addr(adr: *mut c_void, flags: c_int) -> c_int {
     entry("SMI_Check_transfer_addr", || {
         let s = smi()?;
-        crate::region::find_range(s, adr as usize, 1)?;
+        crate::table::find_range(s, adr as usize, 1)?;
         check(s, flags)
     })
 }
