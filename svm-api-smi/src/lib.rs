@@ -6,10 +6,18 @@
 //! pages dealt round-robin, LOCAL → this node's arena, published to importers through a
 //! shared directory); SMI mutexes, barriers and progress counters are svm locks and barriers,
 //! so they are the consistency points (lock = acquire, unlock = release, barrier = both).
-//! Regions use the protocol `sc-mw` unless `SVM_PROTOCOL` says otherwise.
+//! Regions use the protocol `sc-sw` unless `SVM_PROTOCOL` says otherwise (polled flags must
+//! see remote stores without an SMI call, as on SCI: `docs/smi.md`).
 //!
 //! No panic crosses the C boundary: every exported function catches it and returns
 //! `SMI_ERR_OTHER` with a message on stderr.
+//!
+//! Modules (imports point one way, down this list; all use this root's `Smi`): `consts`,
+//! `ffi`, `layout` (pure layout/splitting helpers) and `table` (the region table, region
+//! kinds and flags) are leaves; `registered` (SMI_SHM_REGISTER buffers); `region` (creating,
+//! connecting, freeing regions; the export directory); `loops` (loop splitting and
+//! scheduling); `repl` (replication; uses `loops`); `mmu`, `sync`, `xfer`, `misc`; `service`
+//! (the message service thread: region callbacks, heartbeats; uses `region` and `misc`).
 
 mod consts;
 mod ffi;

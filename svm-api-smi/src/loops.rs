@@ -105,9 +105,14 @@ impl Sched {
             self.w.write_from(r, &[a as u64, b as u64])
         })
     }
+    /// SMI's chunk rule: what is left when it is at most the minimum, else remaining / k
+    /// rounded to nearest and at least the minimum; never above the maximum (0: none).
     fn chunk(&self, rem: i64, min: i64, max: i64) -> i64 {
-        let mut c = (rem as f64 / self.kcur.max(1.0)).ceil() as i64;
-        c = c.max(min.max(1));
+        let mut c = rem;
+        if rem > min {
+            c = ((rem as f64 / self.kcur.max(1.0)) + 0.5) as i64;
+            c = c.max(min);
+        }
         if max > 0 {
             c = c.min(max);
         }

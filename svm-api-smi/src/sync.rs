@@ -252,6 +252,8 @@ pub extern "C" fn SMI_Init_PC(id: *mut c_int) -> c_int {
 pub extern "C" fn SMI_Reset_PC(id: c_int) -> c_int {
     entry("SMI_Reset_PC", || {
         let s = smi()?;
+        // As in SMI, NOCONSISTENCY may be OR-ed into the id (svm keeps the consistency).
+        let id = id & !NOCONSISTENCY;
         let w = pc(s, id)?;
         s.barrier()?;
         s.locked(pc_lock(s, id, s.me), || w.set(pc_word(s, s.me), 0))?;
@@ -263,6 +265,7 @@ pub extern "C" fn SMI_Reset_PC(id: c_int) -> c_int {
 pub extern "C" fn SMI_Increment_PC(id: c_int, val: c_int) -> c_int {
     entry("SMI_Increment_PC", || {
         let s = smi()?;
+        let id = id & !NOCONSISTENCY;
         let w = pc(s, id)?;
         if val < 0 {
             return Err(SMI_ERR_PARAM);
@@ -281,10 +284,15 @@ fn get_pc(s: &Smi, id: c_int, p: usize) -> Res<u64> {
 pub extern "C" fn SMI_Get_PC(id: c_int, proc_: c_int, val: *mut c_int) -> c_int {
     entry("SMI_Get_PC", || {
         let s = smi()?;
+        let id = id & !NOCONSISTENCY;
         let p = pc_proc(s, proc_)?;
         let v = get_pc(s, id, p)?;
         out(val, v.min(c_int::MAX as u64) as c_int)
     })
+}
+
+fn own_pc(s: &Smi, id: c_int) -> Res<c_int> {
+    Ok(get_pc(s, id, s.me)?.min(c_int::MAX as u64) as c_int)
 }
 
 fn wait_pc(s: &Smi, id: c_int, p: usize, val: c_int) -> Res {
@@ -298,7 +306,10 @@ fn wait_pc(s: &Smi, id: c_int, p: usize, val: c_int) -> Res {
 pub extern "C" fn SMI_Wait_individual_PC(id: c_int, proc_: c_int, val: c_int) -> c_int {
     entry("SMI_Wait_individual_PC", || {
         let s = smi()?;
+        let id = id & !NOCONSISTENCY;
         let p = pc_proc(s, proc_)?;
+        // SMI_OWNPC: until the process has come as far as this one.
+        let val = if val == OWNPC { own_pc(s, id)? } else { val };
         wait_pc(s, id, p, val)
     })
 }
@@ -307,7 +318,18 @@ pub extern "C" fn SMI_Wait_individual_PC(id: c_int, proc_: c_int, val: c_int) ->
 pub extern "C" fn SMI_Wait_collective_PC(id: c_int, val: c_int) -> c_int {
     entry("SMI_Wait_collective_PC", || {
         let s = smi()?;
+        let id = id & !NOCONSISTENCY;
         pc(s, id)?;
+        let own = own_pc(s, id)?;
+        let val = if val == OWNPC { own } else { val };
+        if val > own {
+            eprintln!(
+                "smi[{}]: SMI_Wait_collective_PC({id}, {val}): cannot wait for more progress \
+                 than this process's own ({own})",
+                s.me
+            );
+            return Err(SMI_ERR_PARAM);
+        }
         for p in 0..s.n {
             wait_pc(s, id, p, val)?;
         }

@@ -94,6 +94,20 @@ int main(int argc, char **argv) {
         OK(SMI_Free_shreg(id));
     }
 
+    /* Progress counters: NOCONSISTENCY may be OR-ed into the id; SMI_OWNPC as the value waits
+     * until the others have come as far as this process. */
+    {
+        int pc, v = -1;
+        OK(SMI_Init_PC(&pc));
+        OK(SMI_Increment_PC(pc | NOCONSISTENCY, 2));
+        OK(SMI_Wait_individual_PC(pc, (rank + 1) % size, SMI_OWNPC));
+        OK(SMI_Get_PC(pc | NOCONSISTENCY, (rank + 1) % size, &v));
+        CHECK(v == 2, "the next process's counter: %d", v);
+        OK(SMI_Wait_collective_PC(pc, SMI_OWNPC));
+        CHECK(SMI_Wait_collective_PC(pc, 3) == SMI_ERR_PARAM, "waiting for more than one's own progress");
+        SMI_Barrier();
+    }
+
     /* Signals: the SMI_SIGNAL_ANY bit is stripped from a rank. */
     if (size > 1) {
         int next = (rank + 1) % size, prev = (rank + size - 1) % size;
