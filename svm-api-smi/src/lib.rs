@@ -6,19 +6,31 @@
 //! pages dealt round-robin, LOCAL → this node's arena, published to importers through a
 //! shared directory); SMI mutexes, barriers and progress counters are svm locks and barriers,
 //! so they are the consistency points (lock = acquire, unlock = release, barrier = both).
-//! Regions use the protocol `sc-mw` unless `SVM_PROTOCOL` says otherwise.
+//! Regions use the protocol `sc-sw` unless `SVM_PROTOCOL` says otherwise (polled flags must
+//! see remote stores without an SMI call, as on SCI: `docs/smi.md`).
 //!
 //! No panic crosses the C boundary: every exported function catches it and returns
 //! `SMI_ERR_OTHER` with a message on stderr.
+//!
+//! Modules (imports point one way, down this list; all use this root's `Smi`): `consts`,
+//! `ffi`, `layout` (pure layout/splitting helpers) and `table` (the region table, region
+//! kinds and flags) are leaves; `registered` (SMI_SHM_REGISTER buffers); `region` (creating,
+//! connecting, freeing regions; the export directory); `loops` (loop splitting and
+//! scheduling); `repl` (replication; uses `loops`); `mmu`, `sync`, `xfer`, `misc`; `service`
+//! (the message service thread: region callbacks, heartbeats; uses `region` and `misc`).
 
 mod consts;
 mod ffi;
+mod layout;
 mod loops;
 mod misc;
 mod mmu;
 mod region;
+mod registered;
 mod repl;
+mod service;
 mod sync;
+mod table;
 mod xfer;
 
 use std::collections::{HashMap, HashSet};
@@ -36,7 +48,9 @@ use consts::*;
 pub(crate) type Res<T = ()> = Result<T, c_int>;
 
 /// Sizes of the runtime's own shared tables.
-const DIR_ENTRIES: usize = 256;
+/// Exported LOCAL/PT2PT regions per process (SMI itself has no limit of its own; SCI drivers
+/// allowed a few hundred to a few thousand segments per node).
+const DIR_ENTRIES: usize = 4096;
 const DIR_WORDS: usize = 4;
 const NODEMEM_BYTES: usize = 64 * 1024;
 
@@ -83,9 +97,13 @@ pub(crate) struct Smi {
 /// Mutable per-process tables.
 #[derive(Default)]
 pub(crate) struct State {
-    pub regions: Vec<region::Region>,
+    pub regions: Vec<table::Region>,
+    /// Replication state of the regions that have been replicated (by region id).
+    pub repl: HashMap<c_int, repl::Repl>,
     pub next_region: i32,
     pub mutexes: Vec<Option<usize>>,
+    /// Mutexes this process holds (SMI locks are not counted: see `SMI_Mutex_lock`).
+    pub held: HashSet<usize>,
     pub barriers: Vec<bool>,
     pub pcs: Vec<SharedSlice<u64>>,
     pub loops: Vec<Option<loops::Sched>>,
@@ -140,7 +158,10 @@ impl Smi {
             );
             return Err(SMI_ERR_OTHER);
         }
-        sv(api::barrier())
+        registered::sync();
+        sv(api::barrier())?;
+        registered::sync();
+        Ok(())
     }
 
     /// A release: this process's writes become visible to later acquirers.
@@ -226,7 +247,11 @@ pub(crate) fn entry(name: &str, f: impl FnOnce() -> Res) -> c_int {
     if DEBUG.load(Ordering::Relaxed) > 0 {
         eprintln!("smi[{}]: {name}", api::node_id());
     }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    // Every SMI call is a potential synchronisation point of registered buffers.
+    registered::sync();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    registered::sync();
+    match r {
         Ok(Ok(())) => SMI_SUCCESS,
         Ok(Err(code)) => {
             if DEBUG.load(Ordering::Relaxed) > 0 {
@@ -381,7 +406,7 @@ fn start(argc: *mut c_int, argv: *mut *mut *mut c_char) -> Res {
     let proto = std::env::var("SVM_PROTOCOL")
         .ok()
         .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "sc-mw".into());
+        .unwrap_or_else(|| "sc-sw".into());
     let alloc = |words: usize, home: Home| sv(api::alloc_collective_in::<u64>(words, home, &proto));
     let mut dir = Vec::with_capacity(n);
     for p in 0..n {
@@ -426,7 +451,7 @@ fn start(argc: *mut c_int, argv: *mut *mut *mut c_char) -> Res {
     let s = smi()?;
     let h = std::thread::Builder::new()
         .name("smi-service".into())
-        .spawn(region::service_loop);
+        .spawn(service::service_loop);
     match h {
         Ok(h) => *s.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(h),
         Err(e) => {
@@ -565,15 +590,23 @@ pub extern "C" fn SMI_First_proc_on_node(node: c_int, proc_: *mut c_int) -> c_in
 #[no_mangle]
 pub extern "C" fn SMI_Get_node_name(name: *mut c_char, len: *mut usize) -> c_int {
     entry("SMI_Get_node_name", || {
-        smi()?;
+        // As in SMI, this works before SMI_Init too; a name that does not fit (with its NUL)
+        // is SMI_ERR_OTHER.
         let cap = ffi::get(len as *const usize).ok_or(SMI_ERR_PARAM)?;
+        if name.is_null() || cap == 0 {
+            return Err(SMI_ERR_PARAM);
+        }
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .unwrap_or_else(|_| "localhost".into());
         let host = host.trim();
-        if cap == 0 {
-            return Err(SMI_ERR_PARAM);
+        if host.len() >= cap {
+            eprintln!(
+                "smi: SMI_Get_node_name: the host name '{host}' needs {} bytes, {cap} given",
+                host.len() + 1
+            );
+            return Err(SMI_ERR_OTHER);
         }
-        let mut b: Vec<c_char> = host.bytes().take(cap - 1).map(|c| c as c_char).collect();
+        let mut b: Vec<c_char> = host.bytes().map(|c| c as c_char).collect();
         let l = b.len();
         b.push(0);
         if !ffi::write_array(name, &b) {

@@ -13,7 +13,8 @@ use std::time::Instant;
 use svm_core::api::{self, Home, SharedSlice};
 
 use crate::consts::*;
-use crate::region::with_region;
+use crate::layout;
+use crate::table::with_region;
 use crate::{entry, out, smi, sv, Res, Smi, K_LOOP};
 
 /// One scheduled loop (`SMI_Loop_init`).
@@ -32,6 +33,16 @@ pub(crate) struct Sched {
     max_remote: i64,
     help: i32,
     adapt: i32,
+    /// `SMI_PART_*` of the loop.
+    mode: c_int,
+    /// This process's last call returned `SMI_LOOP_READY`: the next call starts a new run
+    /// over the whole range (SMI's rePartition: barrier, new parts, barrier).
+    ready: bool,
+    /// TIMED_BLOCKED: when this process took its block, and how many indices it had.
+    taken: Option<(Instant, i64)>,
+    /// Runs started and indices handed to this process (`SVM_SMI_LOOP_STATS`).
+    runs: u64,
+    got: u64,
 }
 
 /// One old-style loop splitting (`SMI_Loop_split_init`).
@@ -43,40 +54,6 @@ pub(crate) struct Split {
     lhi: i64,
     started: Option<Instant>,
     secs: f64,
-}
-
-/// Splits `[0, len)` into contiguous blocks proportional to `weights` (in rank order).
-pub(crate) fn weighted_blocks(len: i64, weights: &[f64]) -> Vec<(i64, i64)> {
-    let total: f64 = weights.iter().map(|w| w.max(0.0)).sum();
-    let n = weights.len();
-    let mut out = Vec::with_capacity(n);
-    let mut acc = 0.0;
-    let mut prev = 0i64;
-    for (i, w) in weights.iter().enumerate() {
-        acc += w.max(0.0);
-        let end = if i + 1 == n || total <= 0.0 {
-            if total <= 0.0 {
-                (len * (i as i64 + 1)) / n as i64
-            } else {
-                len
-            }
-        } else {
-            ((acc / total) * len as f64).round() as i64
-        };
-        let end = end.clamp(prev, len);
-        out.push((prev, end));
-        prev = end;
-    }
-    out
-}
-
-/// Number of indices of class `p` (i % n == p) in `[0, len)`.
-fn class_count(len: i64, p: usize, n: usize) -> i64 {
-    if len <= p as i64 {
-        0
-    } else {
-        (len - p as i64 + n as i64 - 1) / n as i64
-    }
 }
 
 impl Sched {
@@ -94,21 +71,48 @@ impl Sched {
             self.lo + pos
         }
     }
+    /// The weights of a new run's parts.
+    fn weights(&self, s: &Smi) -> Res<Vec<f64>> {
+        Ok(match self.mode {
+            PART_ADAPTED_BLOCKED => speed_weights(s),
+            PART_TIMED_BLOCKED => {
+                // Iterations per second of each process's last block (SMI measures the time
+                // between taking the block and the next call).
+                let mine = match self.taken {
+                    Some((t, n)) if n > 0 => n as f64 / t.elapsed().as_secs_f64().max(1e-9),
+                    _ => 0.0,
+                };
+                let all = s.allgather(&[mine.to_bits()])?;
+                let v: Vec<f64> = all.iter().map(|x| f64::from_bits(x[0])).collect();
+                if v.iter().all(|x| *x > 0.0 && x.is_finite()) {
+                    v
+                } else {
+                    speed_weights(s)
+                }
+            }
+            _ => equal_weights(s),
+        })
+    }
     /// Writes this process's initial part.
     fn init_own(&self, s: &Smi, weights: &[f64]) -> Res {
         let (a, b) = if self.cyclic {
-            (0, class_count(self.len, s.me, s.n))
+            (0, layout::class_count(self.len, s.me, s.n))
         } else {
-            weighted_blocks(self.len, weights)[s.me]
+            layout::weighted_blocks(self.len, weights)[s.me]
         };
         let r = self.row(s, s.me);
         s.locked(self.lock(s, s.me), || {
             self.w.write_from(r, &[a as u64, b as u64])
         })
     }
+    /// SMI's chunk rule: what is left when it is at most the minimum, else remaining / k
+    /// rounded to nearest and at least the minimum; never above the maximum (0: none).
     fn chunk(&self, rem: i64, min: i64, max: i64) -> i64 {
-        let mut c = (rem as f64 / self.kcur.max(1.0)).ceil() as i64;
-        c = c.max(min.max(1));
+        let mut c = rem;
+        if rem > min {
+            c = ((rem as f64 / self.kcur.max(1.0)) + 0.5) as i64;
+            c = c.max(min);
+        }
         if max > 0 {
             c = c.min(max);
         }
@@ -161,12 +165,13 @@ pub extern "C" fn SMI_Loop_init(id: *mut c_int, lo: c_int, hi: c_int, mode: c_in
             max_remote: 0,
             help: 16,
             adapt: NO_ADAPT,
+            mode,
+            ready: false,
+            taken: None,
+            runs: 1,
+            got: 0,
         };
-        let weights = if mode == PART_BLOCKED || mode == PART_CYCLIC {
-            equal_weights(s)
-        } else {
-            speed_weights(s)
-        };
+        let weights = sched.weights(s)?;
         sched.init_own(s, &weights)?;
         s.st().loops.push(Some(sched));
         s.barrier()?;
@@ -186,9 +191,54 @@ fn with_loop<T>(s: &Smi, id: c_int, f: impl FnOnce(&mut Sched) -> T) -> Res<T> {
 
 /// Takes the next chunk: (status, lo, hi) with hi inclusive.
 fn next_chunk(s: &Smi, id: c_int) -> Res<(c_int, i64, i64)> {
+    let (st, a, b) = take_chunk(s, id)?;
+    with_loop(s, id, |l| {
+        l.ready = st == LOOP_READY;
+        if b >= a {
+            let step = if l.cyclic { s.n as i64 } else { 1 };
+            l.got += ((b - a) / step + 1) as u64;
+        }
+    })?;
+    Ok((st, a, b))
+}
+
+/// A new run over the whole range (after this process saw `SMI_LOOP_READY`): as SMI's
+/// rePartition, a barrier (everybody finished the last run), new parts, a barrier (every part
+/// is written before anybody steals).
+fn restart(s: &Smi, id: c_int) -> Res {
     let l = with_loop(s, id, |l| l.clone())?;
-    // Own part, from the front.
+    s.barrier()?;
+    let w = l.weights(s)?;
+    l.init_own(s, &w)?;
+    s.barrier()?;
+    with_loop(s, id, |m| {
+        m.kcur = m.k;
+        m.taken = None;
+        m.runs += 1;
+    })
+}
+
+fn take_chunk(s: &Smi, id: c_int) -> Res<(c_int, i64, i64)> {
+    if with_loop(s, id, |l| l.ready)? {
+        restart(s, id)?;
+    }
+    let l = with_loop(s, id, |l| l.clone())?;
     let r = l.row(s, s.me);
+    if l.mode == PART_TIMED_BLOCKED {
+        // The whole own block at once, with SMI_LOOP_READY (SMI's getLocalTimed).
+        let (a, b) = s.locked(l.lock(s, s.me), || {
+            let (next, end) = (l.w.get(r) as i64, l.w.get(r + 1) as i64);
+            l.w.set(r, end as u64);
+            (next, end)
+        })?;
+        with_loop(s, id, |m| m.taken = Some((Instant::now(), b - a)))?;
+        return Ok(if a < b {
+            (LOOP_READY, l.index(s, s.me, a), l.index(s, s.me, b - 1))
+        } else {
+            (LOOP_READY, 1, 0)
+        });
+    }
+    // Own part, from the front.
     let own = s.locked(l.lock(s, s.me), || {
         let (next, end) = (l.w.get(r) as i64, l.w.get(r + 1) as i64);
         if next < end {
@@ -253,7 +303,10 @@ pub extern "C" fn SMI_Get_iterations(
 pub extern "C" fn SMI_Loop_free(id: c_int) -> c_int {
     entry("SMI_Loop_free", || {
         let s = smi()?;
-        with_loop(s, id, |_| ())?;
+        let (runs, got) = with_loop(s, id, |l| (l.runs, l.got))?;
+        if std::env::var_os("SVM_SMI_LOOP_STATS").is_some() {
+            eprintln!("smi[{}]: loop {id}: runs={runs} indices={got}", s.me);
+        }
         s.st().loops[id as usize] = None;
         Ok(())
     })
@@ -381,7 +434,7 @@ fn with_split<T>(s: &Smi, id: c_int, f: impl FnOnce(&mut Split) -> T) -> Res<T> 
 /// The local range of `split` for block `me` of weights.
 fn set_block(split: &mut Split, me: usize, weights: &[f64]) {
     let len = (split.ghi - split.glo + 1).max(0);
-    let (a, b) = weighted_blocks(len, weights)[me];
+    let (a, b) = layout::weighted_blocks(len, weights)[me];
     split.llo = split.glo + a;
     split.lhi = split.glo + b - 1;
 }
@@ -531,42 +584,4 @@ pub extern "C" fn SMI_Loop_balance_index_range(id: c_int) -> c_int {
             l.secs = 0.0;
         })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn weighted_blocks_cover_everything_once() {
-        for len in 0..40 {
-            for w in [
-                vec![1.0],
-                vec![1.0, 1.0, 1.0],
-                vec![3.0, 1.0],
-                vec![0.0, 0.0],
-                vec![1.0, 0.0, 2.0, 5.0],
-            ] {
-                let b = weighted_blocks(len, &w);
-                assert_eq!(b.len(), w.len());
-                assert_eq!(b[0].0, 0);
-                assert_eq!(b.last().unwrap().1, len);
-                for pair in b.windows(2) {
-                    assert_eq!(pair[0].1, pair[1].0);
-                }
-            }
-        }
-        assert_eq!(weighted_blocks(10, &[1.0, 1.0]), vec![(0, 5), (5, 10)]);
-        assert_eq!(weighted_blocks(12, &[3.0, 1.0]), vec![(0, 9), (9, 12)]);
-    }
-
-    #[test]
-    fn cyclic_classes_partition_the_range() {
-        for len in 0..30 {
-            for n in 1..5 {
-                let total: i64 = (0..n).map(|p| class_count(len, p, n)).sum();
-                assert_eq!(total, len);
-            }
-        }
-    }
 }

@@ -10,7 +10,7 @@ use svm_core::api;
 use svm_core::sys;
 
 use crate::consts::*;
-use crate::region::with_region;
+use crate::table::with_region;
 use crate::{entry, ffi, out, smi, Res, DEBUG, INITIALIZED, TAG_HB};
 
 fn sys_int(path: &str) -> Option<i64> {
@@ -40,9 +40,20 @@ fn query(cmd: c_int, arg: c_int, result: *mut c_void) -> Res {
         let init = INITIALIZED.load(Ordering::Acquire) && smi().is_ok();
         return int(init as c_int);
     }
-    let s = smi()?;
     if result.is_null() {
         return Err(SMI_ERR_PARAM);
+    }
+    let Ok(s) = smi() else {
+        // SMI writes 0 before saying it is not initialised.
+        int(0)?;
+        return Err(SMI_ERR_NOINIT);
+    };
+    // Region queries about an unknown region: SMI answers 0 ("not connected") / -1 (owner).
+    let known = crate::table::with_region(s, arg, |_| Ok(())).is_ok();
+    match cmd {
+        Q_SMI_REGION_CONNECTED if !known => return int(0),
+        Q_SMI_REGION_OWNER | Q_SMI_REGION_SGMT_ID if !known => return int(-1),
+        _ => {}
     }
     match cmd {
         // No SCI hardware: no adapters, no stream buffers, no DMA, an unknown topology.
@@ -66,7 +77,14 @@ fn query(cmd: c_int, arg: c_int, result: *mut c_void) -> Res {
             result as *mut c_long,
             with_region(s, arg, |r| Ok(r.size as c_long))?,
         ),
-        Q_SMI_REGION_OWNER => int(with_region(s, arg, |r| Ok(r.owner as c_int))?),
+        // Regions of several segments (BLOCKED, FRAGMENTED, ...) have no single owner.
+        Q_SMI_REGION_OWNER => int(with_region(s, arg, |r| {
+            Ok(if r.segs.len() > 1 {
+                -1
+            } else {
+                r.owner as c_int
+            })
+        })?),
         Q_SMI_REGION_OFFSET => out(
             result as *mut c_long,
             with_region(s, arg, |r| Ok(r.offset as c_long))?,

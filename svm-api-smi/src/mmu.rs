@@ -13,7 +13,7 @@ use std::ffi::{c_int, c_void};
 use svm_core::api::{self, SharedSlice};
 
 use crate::consts::*;
-use crate::region::{with_region, Origin};
+use crate::table::{with_region, Origin};
 use crate::{entry, entry_val, out, smi, sv, Res, Smi, K_MMU};
 
 const MAGIC: u64 = 0x534d_495f_4d4d_5531; // "SMI_MMU1"

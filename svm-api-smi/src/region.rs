@@ -1,15 +1,13 @@
 //! SMI regions onto DSM regions, the directory of exported LOCAL regions, callbacks.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use svm_core::api::{self, Home};
 
 use crate::consts::*;
-use crate::{entry, ffi, out, smi, sv, Res, Smi, K_DIR, TAG_CB, TAG_HB};
-
-pub(crate) type Callback = extern "C" fn(c_int, c_int) -> c_int;
+use crate::layout;
+use crate::table::{find_range, new_region, with_region, Callback, Flag, Kind, Origin, Region};
+use crate::{entry, ffi, out, smi, sv, Res, Smi, K_DIR, TAG_CB};
 
 /// `smi_region_info_t` exactly as C lays it out.
 #[repr(C)]
@@ -45,74 +43,6 @@ pub struct RLayout {
 pub struct Locator {
     pub sci_id: c_int,
     pub segment_id: c_int,
-}
-
-/// How a region's memory came to this process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Origin {
-    /// Collective allocation (every process has it at the same address).
-    Collective,
-    /// This process's arena (LOCAL, SMP, PT2PT owner): freed with free_local.
-    Local,
-    /// Imported from another process's directory (REMOTE, RDMA, PT2PT partner).
-    Imported,
-}
-
-#[derive(Debug)]
-pub(crate) struct Region {
-    pub id: c_int,
-    pub ty: c_int,
-    pub flags: c_int,
-    pub addr: usize,
-    /// Size the program sees (rounded up to pages).
-    pub size: usize,
-    pub owner: usize,
-    pub sgmt_id: c_int,
-    pub offset: usize,
-    /// (address, bytes, home rank) of each contiguous piece.
-    pub segs: Vec<(usize, usize, usize)>,
-    pub origin: Origin,
-    pub connected: bool,
-    /// The program may use the address (false for RDMA: only Put/Get).
-    pub mapped: bool,
-    /// FRAGMENTED: the array of per-process pointers handed to the program.
-    pub frags: Option<Box<[usize]>>,
-    pub cb: Option<Callback>,
-    pub importers: Vec<usize>,
-    /// Directory key and owner of an imported region not yet connected (REMOTE | DELAYED).
-    pub import: Option<(usize, u64)>,
-    /// Directory key under which this process exported the region.
-    pub export: Option<u64>,
-    pub mmu: bool,
-    pub repl: Option<crate::repl::Repl>,
-}
-
-impl Region {
-    pub fn contains(&self, a: usize, len: usize) -> bool {
-        a >= self.addr && a.saturating_add(len) <= self.addr + self.size
-    }
-}
-
-fn page_round(s: &Smi, bytes: usize) -> usize {
-    bytes.max(1).div_ceil(s.page) * s.page
-}
-
-/// SMI's BLOCKED rule with one process per node: node i's block ends at
-/// round((i+1)*pages/n) pages, at least one page each, the last node takes the remainder.
-pub(crate) fn blocked_runs(pages: u64, n: usize) -> Vec<u64> {
-    let mut runs = Vec::with_capacity(n);
-    let mut prev = 0u64;
-    for i in 0..n {
-        let end = if i + 1 == n {
-            pages.max(prev + 1)
-        } else {
-            let r = (((i as u64 + 1) * pages) as f64 / n as f64).round() as u64;
-            r.max(prev + 1)
-        };
-        runs.push(end - prev);
-        prev = end;
-    }
-    runs
 }
 
 /// Directory keys: kind in the high byte.
@@ -176,99 +106,75 @@ fn lookup(s: &Smi, owner: usize, key: u64) -> Res<(usize, usize)> {
     )
 }
 
-fn new_region(
-    s: &Smi,
-    ty: c_int,
-    flags: c_int,
-    addr: usize,
-    size: usize,
-    owner: usize,
-    origin: Origin,
-) -> Region {
-    let mut st = s.st();
-    let id = st.next_region;
-    st.next_region += 1;
-    Region {
-        id,
-        ty,
-        flags,
-        addr,
-        size,
-        owner,
-        sgmt_id: id,
-        offset: 0,
-        segs: vec![(addr, size, owner)],
-        origin,
-        connected: true,
-        mapped: true,
-        frags: None,
-        cb: None,
-        importers: Vec::new(),
-        import: None,
-        export: None,
-        mmu: false,
-        repl: None,
-    }
-}
-
-/// Runs of (home rank, pages) as a segment list starting at `addr`.
-fn segs_of(s: &Smi, addr: usize, runs: &[(usize, u64)]) -> Vec<(usize, usize, usize)> {
-    let mut a = addr;
-    runs.iter()
-        .map(|&(p, pages)| {
-            let len = pages as usize * s.page;
-            let seg = (a, len, p);
-            a += len;
-            seg
-        })
-        .collect()
-}
-
-fn runs_home(runs: &[(usize, u64)]) -> Home {
-    Home::Runs(runs.iter().map(|&(p, k)| (p as u16, k)).collect())
-}
-
-fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
-    let ty = region_type & SHM_TYPE_MASK;
-    let flags = region_type & !SHM_TYPE_MASK;
-    if flags & SHM_REGISTER != 0 {
-        // Exporting private memory of the program would need that memory inside the DSM window.
+fn create(s: &Smi, region_type: c_int, info: &RegionInfo, address: *mut c_void) -> Res<Region> {
+    let Some((kind, flags)) = Kind::parse(region_type) else {
+        eprintln!("smi[{}]: unknown region type {region_type:#x}", s.me);
+        return Err(SMI_ERR_PARAM);
+    };
+    if flags.has(Flag::Register) && kind != Kind::Local {
         eprintln!(
-            "smi[{}]: SMI_SHM_REGISTER is not supported (docs/smi.md)",
+            "smi[{}]: SMI_SHM_REGISTER applies to SMI_SHM_LOCAL regions only",
             s.me
         );
-        return Err(SMI_ERR_NOTIMPL);
-    }
-    let owner_ok = |o: c_int| crate::check_rank(s, o);
-    let size = page_round(s, info.size);
-    if info.size == 0 && ty != SHM_REMOTE && ty != SHM_RDMA {
         return Err(SMI_ERR_PARAM);
     }
-    let delayed = flags & SHM_DELAYED != 0;
-    let mut r = match ty {
-        SHM_UNDIVIDED => {
+    let owner_ok = |o: c_int| crate::check_rank(s, o);
+    let size = layout::page_round(s.page, info.size);
+    // UNDIVIDED: non-owners may pass size 0 (they get the owner's size, see below).
+    if info.size == 0 && !matches!(kind, Kind::Remote | Kind::Rdma | Kind::Undivided) {
+        return Err(SMI_ERR_PARAM);
+    }
+    let delayed = flags.has(Flag::Delayed);
+    let mut r = match kind {
+        Kind::Undivided => {
             let owner = owner_ok(info.owner)?;
+            // The owner's size counts (SMI: non-owners may pass 0): it passes it through its
+            // row of the exchange page; the barrier at the end of `create` keeps the row
+            // until everybody has read it.
+            let row = s.page / 8;
+            if s.me == owner {
+                s.xchg.set(owner * row, info.size as u64);
+            }
             s.barrier()?;
-            let m = s.alloc_region(size, Home::Node(owner as u16))?;
-            let mut r = new_region(s, ty, flags, m.addr(), size, owner, Origin::Collective);
+            let want = s.xchg.get(owner * row) as usize;
+            if want == 0 {
+                if s.me == owner {
+                    eprintln!("smi[{}]: SMI_SHM_UNDIVIDED region of size 0", s.me);
+                }
+                s.barrier()?;
+                return Err(SMI_ERR_PARAM);
+            }
+            let size = layout::page_round(s.page, want);
+            // A failure is the same everywhere; the barrier keeps the owner from writing the
+            // next region's size before everybody has read this one.
+            let m = match s.alloc_region(size, Home::Node(owner as u16)) {
+                Ok(m) => m,
+                Err(e) => {
+                    s.barrier()?;
+                    return Err(e);
+                }
+            };
+            let mut r = new_region(s, kind, flags, m.addr(), size, owner, Origin::Collective);
             r.connected = !delayed || owner == s.me;
             r
         }
-        SHM_BLOCKED | SHM_CYCLIC => {
+        Kind::Blocked | Kind::Cyclic => {
             s.barrier()?;
             let pages = (size / s.page) as u64;
-            let (home, segs, total) = if ty == SHM_BLOCKED {
-                let runs: Vec<(usize, u64)> =
-                    blocked_runs(pages, s.n).into_iter().enumerate().collect();
+            let (home, segs, total) = if kind == Kind::Blocked {
+                let runs: Vec<(usize, u64)> = layout::blocked_runs(pages, s.n)
+                    .into_iter()
+                    .enumerate()
+                    .collect();
                 let total: u64 = runs.iter().map(|r| r.1).sum();
-                (runs_home(&runs), Some(runs), total)
+                (layout::runs_home(&runs), Some(runs), total)
             } else {
                 (Home::Cyclic, None, pages)
             };
             let m = s.alloc_region(total as usize * s.page, home)?;
-            let mut r = new_region(s, ty, flags, m.addr(), size, 0, Origin::Collective);
+            let mut r = new_region(s, kind, flags, m.addr(), size, 0, Origin::Collective);
             r.segs = match segs {
-                Some(runs) => segs_of(s, m.addr(), &runs),
+                Some(runs) => layout::segs_of(s.page, m.addr(), &runs),
                 None => (0..pages as usize)
                     .map(|i| (m.addr() + i * s.page, s.page, i % s.n))
                     .collect(),
@@ -276,7 +182,7 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
             r.connected = !delayed;
             r
         }
-        SHM_CUSTOMIZED => {
+        Kind::Customized => {
             let k = usize::try_from(info.nbr_sgmts).map_err(|_| SMI_ERR_PARAM)?;
             let owners = ffi::read_array(info.sgmt_owner, k).ok_or(SMI_ERR_PARAM)?;
             let sizes = ffi::read_array(info.sgmt_size, k).ok_or(SMI_ERR_PARAM)?;
@@ -285,61 +191,93 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
             }
             let mut runs = Vec::with_capacity(k);
             for (o, b) in owners.iter().zip(&sizes) {
-                runs.push((owner_ok(*o)?, (page_round(s, *b) / s.page) as u64));
+                runs.push((
+                    owner_ok(*o)?,
+                    (layout::page_round(s.page, *b) / s.page) as u64,
+                ));
             }
             let total: u64 = runs.iter().map(|r| r.1).sum();
             if (total as usize) * s.page < size {
                 return Err(SMI_ERR_PARAM);
             }
             s.barrier()?;
-            let m = s.alloc_region(total as usize * s.page, runs_home(&runs))?;
+            let m = s.alloc_region(total as usize * s.page, layout::runs_home(&runs))?;
             let mut r = new_region(
                 s,
-                ty,
+                kind,
                 flags,
                 m.addr(),
                 total as usize * s.page,
                 runs[0].0,
                 Origin::Collective,
             );
-            r.segs = segs_of(s, m.addr(), &runs);
+            r.segs = layout::segs_of(s.page, m.addr(), &runs);
             r.connected = !delayed;
             r
         }
-        SHM_FRAGMENTED => {
-            let frag = page_round(s, info.size.div_ceil(s.n));
+        Kind::Fragmented => {
+            let frag = layout::page_round(s.page, info.size.div_ceil(s.n));
             let runs: Vec<(usize, u64)> = (0..s.n).map(|p| (p, (frag / s.page) as u64)).collect();
             s.barrier()?;
-            let m = s.alloc_region(frag * s.n, runs_home(&runs))?;
-            let mut r = new_region(s, ty, flags, m.addr(), frag * s.n, s.me, Origin::Collective);
-            r.segs = segs_of(s, m.addr(), &runs);
+            let m = s.alloc_region(frag * s.n, layout::runs_home(&runs))?;
+            let mut r = new_region(
+                s,
+                kind,
+                flags,
+                m.addr(),
+                frag * s.n,
+                s.me,
+                Origin::Collective,
+            );
+            r.segs = layout::segs_of(s.page, m.addr(), &runs);
             r.frags = Some((0..s.n).map(|p| m.addr() + p * frag).collect());
             r
         }
-        SHM_SMP => {
+        Kind::Smp => {
             // Only the processes of one node share it: with one process per node, this one.
             let m = sv(api::alloc_local::<u8>(size))?;
-            new_region(s, ty, flags, m.addr(), size, s.me, Origin::Local)
+            new_region(s, kind, flags, m.addr(), size, s.me, Origin::Local)
         }
-        SHM_LOCAL => {
+        Kind::Local => {
             let m = sv(api::alloc_local::<u8>(size))?;
-            let mut r = new_region(s, ty, flags, m.addr(), size, s.me, Origin::Local);
+            let mut r = new_region(s, kind, flags, m.addr(), size, s.me, Origin::Local);
+            if flags.has(Flag::Register) {
+                // The program's own buffer (in `*address`) is exported through a DSM copy
+                // kept equal to it at every SMI synchronisation point (docs/smi.md).
+                let user = ffi::get(address as *const usize).unwrap_or(0);
+                if user == 0 {
+                    let _ = api::free_local_addr(m.addr());
+                    return Err(SMI_ERR_BADADR);
+                }
+                if !crate::registered::add(s, user, m.addr(), info.size) {
+                    let _ = api::free_local_addr(m.addr());
+                    return Err(SMI_ERR_BADADR);
+                }
+                r.shadow = Some(m.addr());
+                r.addr = user;
+                r.size = info.size;
+                r.segs = vec![(user, info.size, s.me)];
+            }
             r.sgmt_id = if info.sgmt_id > 0 {
                 info.sgmt_id
             } else {
                 0x4000_0000 + r.id
             };
-            if flags & SHM_PRIVATE == 0 {
+            if !flags.has(Flag::Private) {
                 let key = key_local(r.sgmt_id);
-                if let Err(e) = publish(s, key, r.addr, size) {
-                    let _ = api::free_local_addr(r.addr);
+                let exported = r.shadow.unwrap_or(r.addr);
+                if let Err(e) = publish(s, key, exported, size) {
+                    if r.shadow.is_some() {
+                        crate::registered::remove(s, exported);
+                    }
+                    let _ = api::free_local_addr(exported);
                     return Err(e);
                 }
                 r.export = Some(key);
             }
             r
         }
-        SHM_PT2PT => {
+        Kind::Pt2pt => {
             let owner = owner_ok(info.owner)?;
             let partner = owner_ok(info.partner)?;
             if s.me != owner && s.me != partner {
@@ -355,31 +293,39 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo) -> Res<Region> {
             if s.me == owner {
                 let m = sv(api::alloc_local::<u8>(size))?;
                 publish(s, key, m.addr(), size)?;
-                let mut r = new_region(s, ty, flags, m.addr(), size, owner, Origin::Local);
+                let mut r = new_region(s, kind, flags, m.addr(), size, owner, Origin::Local);
                 r.export = Some(key);
                 r
             } else {
                 let (a, len) = lookup(s, owner, key)?;
-                new_region(s, ty, flags, a, len, owner, Origin::Imported)
+                new_region(s, kind, flags, a, len, owner, Origin::Imported)
             }
         }
-        SHM_REMOTE | SHM_RDMA => {
+        Kind::Remote | Kind::Rdma => {
             let owner = owner_ok(info.owner)?;
+            // No export ever has an id <= 0 (as in SMI). Unlike SMI, a process may import its
+            // own LOCAL region.
+            if info.sgmt_id <= 0 {
+                eprintln!(
+                    "smi[{}]: a REMOTE/RDMA region needs a segment id > 0 (got {})",
+                    s.me, info.sgmt_id
+                );
+                return Err(SMI_ERR_PARAM);
+            }
             let key = key_local(info.sgmt_id);
-            let mut r = new_region(s, ty, flags, 0, 0, owner, Origin::Imported);
+            let mut r = new_region(s, kind, flags, 0, 0, owner, Origin::Imported);
             r.sgmt_id = info.sgmt_id;
             r.offset = info.offset;
             r.import = Some((owner, key));
-            r.mapped = ty == SHM_REMOTE;
+            r.mapped = kind == Kind::Remote;
             r.connected = false;
             if !delayed {
                 connect(s, &mut r, info.size)?;
             }
             r
         }
-        _ => return Err(SMI_ERR_PARAM),
     };
-    if flags & SHM_CALLBACK != 0 {
+    if flags.has(Flag::Callback) {
         r.cb = info.cb_fcn;
     }
     if r.origin == Origin::Collective {
@@ -399,7 +345,7 @@ fn connect(s: &Smi, r: &mut Region, want: usize) -> Res {
         let size = if want == 0 {
             avail
         } else {
-            page_round(s, want).min(avail)
+            layout::page_round(s.page, want).min(avail)
         };
         r.addr = a + r.offset;
         r.size = size;
@@ -415,13 +361,15 @@ fn connect(s: &Smi, r: &mut Region, want: usize) -> Res {
 }
 
 fn region_out(r: &Region, address: *mut c_void) -> Res {
-    let a = if let Some(f) = &r.frags {
-        f.as_ptr() as usize
-    } else if r.connected && r.mapped {
-        r.addr
-    } else {
-        0
-    };
+    if let Some(f) = &r.frags {
+        // FRAGMENTED: the caller's array receives one address per process.
+        return if ffi::write_array(address as *mut usize, f) {
+            Ok(())
+        } else {
+            Err(SMI_ERR_PARAM)
+        };
+    }
+    let a = if r.connected && r.mapped { r.addr } else { 0 };
     out(address as *mut usize, a)
 }
 
@@ -438,7 +386,7 @@ pub extern "C" fn SMI_Create_shreg(
         if id.is_null() || address.is_null() {
             return Err(SMI_ERR_PARAM);
         }
-        let r = create(s, region_type, &info)?;
+        let r = create(s, region_type, &info, address)?;
         out(id, r.id)?;
         region_out(&r, address)?;
         s.st().regions.push(r);
@@ -508,17 +456,6 @@ pub extern "C" fn SMI_Init_reginfo_short(
     )
 }
 
-/// Runs `f` on region `id` of this process.
-pub(crate) fn with_region<T>(s: &Smi, id: c_int, f: impl FnOnce(&mut Region) -> Res<T>) -> Res<T> {
-    let mut st = s.st();
-    let r = st
-        .regions
-        .iter_mut()
-        .find(|r| r.id == id)
-        .ok_or(SMI_ERR_PARAM)?;
-    f(r)
-}
-
 #[no_mangle]
 pub extern "C" fn SMI_Connect_shreg(id: c_int, address: *mut c_void) -> c_int {
     entry("SMI_Connect_shreg", || {
@@ -545,7 +482,7 @@ pub extern "C" fn SMI_Connect_shreg(id: c_int, address: *mut c_void) -> c_int {
 }
 
 /// Frees region `r` of this process (already removed from the table).
-fn release_region(s: &Smi, r: Region) -> Res {
+pub(crate) fn release_region(s: &Smi, r: Region) -> Res {
     match r.origin {
         Origin::Collective => {
             // svm has no collective free: the address range stays reserved (docs/smi.md).
@@ -561,7 +498,10 @@ fn release_region(s: &Smi, r: Region) -> Res {
                     .collect::<Vec<u8>>();
                 sv(api::send_message(*p, TAG_CB, &msg))?;
             }
-            sv(api::free_local_addr(r.addr))?;
+            if let Some(w) = r.shadow {
+                crate::registered::remove(s, w);
+            }
+            sv(api::free_local_addr(r.shadow.unwrap_or(r.addr)))?;
         }
         Origin::Imported => {
             if let (Some((owner, key)), true) = (r.import, r.connected) {
@@ -587,6 +527,7 @@ pub extern "C" fn SMI_Free_shreg(id: c_int) -> c_int {
                 .iter()
                 .position(|r| r.id == id)
                 .ok_or(SMI_ERR_PARAM)?;
+            st.repl.remove(&id);
             st.regions.remove(i)
         };
         let collective = r.origin == Origin::Collective;
@@ -603,7 +544,11 @@ pub extern "C" fn SMI_Free_shreg(id: c_int) -> c_int {
 
 /// At SMI_Finalize: every region goes.
 pub(crate) fn free_all(s: &Smi) {
-    let regions = std::mem::take(&mut s.st().regions);
+    let regions = {
+        let mut st = s.st();
+        st.repl.clear();
+        std::mem::take(&mut st.regions)
+    };
     for r in regions {
         let _ = release_region(s, r);
     }
@@ -628,20 +573,10 @@ pub extern "C" fn SMI_Set_region_callback(id: c_int, cb: Option<Callback>) -> c_
         let s = smi()?;
         with_region(s, id, |r| {
             r.cb = cb;
-            r.flags |= SHM_CALLBACK;
+            r.flags.insert(Flag::Callback);
             Ok(())
         })
     })
-}
-
-pub(crate) fn find_range(s: &Smi, a: usize, len: usize) -> Res<c_int> {
-    let st = s.st();
-    st.regions
-        .iter()
-        .filter(|r| r.connected && r.size > 0)
-        .find(|r| r.contains(a, len.max(1)))
-        .map(|r| r.id)
-        .ok_or(SMI_ERR_BADADR)
 }
 
 #[no_mangle]
@@ -726,8 +661,8 @@ pub extern "C" fn print_region() {
             text.push_str(&format!(
                 "  region {} type {} flags {:#x} address {:#x} size {} owner {} segments {}{}\n",
                 r.id,
-                r.ty,
-                r.flags,
+                r.kind.value(),
+                r.flags.bits(),
                 r.addr,
                 r.size,
                 r.owner,
@@ -738,101 +673,4 @@ pub extern "C" fn print_region() {
         print!("{text}");
         Ok(())
     });
-}
-
-/// Handles region callback messages (CONNECT/DISCONNECT from other processes) until the
-/// runtime stops.
-pub(crate) fn service_loop() {
-    let Ok(s) = smi() else { return };
-    while !s.stop.load(Ordering::Acquire) {
-        let m = api::recv_message(
-            |m| m.tag == TAG_CB || m.tag == TAG_HB,
-            Some(Duration::from_millis(100)),
-        );
-        let Ok(Some(m)) = m else { continue };
-        if m.tag == TAG_HB {
-            crate::misc::heartbeat(m.from as usize, m.data.first() == Some(&1));
-            continue;
-        }
-        if m.data.len() < 8 {
-            continue;
-        }
-        let reason = m.data[0] as c_int;
-        let to_importer = m.data[1] == 1;
-        let key32 = u32::from_le_bytes([m.data[4], m.data[5], m.data[6], m.data[7]]) as u64;
-        let from = m.from as usize;
-        // Find the region concerned and its callback; update the importer list.
-        let hit = {
-            let mut st = s.st();
-            let r = st.regions.iter_mut().find(|r| {
-                if to_importer {
-                    r.import
-                        .is_some_and(|(o, k)| o == from && (k as u32 as u64) == key32)
-                } else {
-                    r.export.is_some_and(|k| (k as u32 as u64) == key32)
-                }
-            });
-            r.map(|r| {
-                if !to_importer {
-                    if reason == CB_REASON_CONNECT {
-                        r.importers.push(from);
-                    } else {
-                        r.importers.retain(|p| *p != from);
-                    }
-                } else {
-                    r.connected = false;
-                }
-                (
-                    r.id,
-                    if r.flags & SHM_CALLBACK != 0 {
-                        r.cb
-                    } else {
-                        None
-                    },
-                )
-            })
-        };
-        let Some((id, Some(cb))) = hit else { continue };
-        let action = cb(id, reason);
-        if action & CB_ACTION_TERMINATE != 0 {
-            api::abort_job(
-                1,
-                &format!("process {} ended the job from a region callback", s.me),
-            );
-        }
-        if action & CB_ACTION_FREEREG != 0 {
-            let r = {
-                let mut st = s.st();
-                st.regions
-                    .iter()
-                    .position(|r| r.id == id)
-                    .map(|i| st.regions.remove(i))
-            };
-            if let Some(r) = r {
-                if r.origin != Origin::Collective {
-                    let _ = release_region(s, r);
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn blocked_runs_follow_the_proportional_rule() {
-        assert_eq!(blocked_runs(8, 4), vec![2, 2, 2, 2]);
-        assert_eq!(blocked_runs(10, 4), vec![3, 2, 3, 2]);
-        assert_eq!(blocked_runs(10, 3), vec![3, 4, 3]);
-        // Fewer pages than nodes: at least one page each.
-        assert_eq!(blocked_runs(2, 4), vec![1, 1, 1, 1]);
-        assert_eq!(blocked_runs(1, 1), vec![1]);
-        for n in 1..6 {
-            for pages in n as u64..50 {
-                assert_eq!(blocked_runs(pages, n).iter().sum::<u64>(), pages);
-            }
-        }
-    }
 }

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use svm_core::api::{self, Home, SharedSlice};
 
 use crate::consts::*;
-use crate::region::with_region;
+use crate::table::with_region;
 use crate::{entry, smi, sv, Res, Smi, K_TURN};
 
 #[derive(Debug)]
@@ -49,13 +49,10 @@ fn turn_sem(s: &Smi, addr: usize, p: usize) -> u64 {
 /// process 0 runs and the others wait for their turn.
 fn enter_phase(s: &Smi, id: c_int, addr: usize, snapshot: Option<Vec<u8>>) -> Res {
     sv(api::barrier())?;
-    with_region(s, id, |r| {
-        if let Some(rp) = r.repl.as_mut() {
-            rp.active = true;
-            rp.snapshot = snapshot;
-        }
-        Ok(())
-    })?;
+    if let Some(rp) = s.st().repl.get_mut(&id) {
+        rp.active = true;
+        rp.snapshot = snapshot;
+    }
     s.in_replication.store(true, Ordering::Release);
     if s.me != 0 {
         sv(api::sem_wait(turn_sem(s, addr, s.me)))?;
@@ -73,17 +70,17 @@ pub extern "C" fn SMI_Switch_to_replication(
 ) -> c_int {
     entry("SMI_Switch_to_replication", || {
         let s = smi()?;
-        let (addr, size, active, has) = with_region(s, id, |r| {
+        let (addr, size) = with_region(s, id, |r| {
             if !r.connected || !r.mapped || r.frags.is_some() {
                 return Err(SMI_ERR_PARAM);
             }
-            Ok((
-                r.addr,
-                r.size,
-                r.repl.as_ref().is_some_and(|x| x.active),
-                r.repl.is_some(),
-            ))
+            Ok((r.addr, r.size))
         })?;
+        let (active, has) = {
+            let st = s.st();
+            let rp = st.repl.get(&id);
+            (rp.is_some_and(|x| x.active), rp.is_some())
+        };
         let known = REP_NOTHING | REP_EVERYTHING | REP_LOCAL_AND_BEYOND | REP_ONE_PER_NODE;
         if mode & !known != 0 || mode & (REP_NOTHING | REP_EVERYTHING | REP_LOCAL_AND_BEYOND) == 0 {
             return Err(SMI_ERR_PARAM);
@@ -102,14 +99,14 @@ pub extern "C" fn SMI_Switch_to_replication(
                     .collect(),
             );
             let scratch = s.alloc_region(size * s.n, home)?;
-            with_region(s, id, |r| {
-                r.repl = Some(Repl {
+            s.st().repl.insert(
+                id,
+                Repl {
                     active: false,
                     snapshot: None,
                     scratch,
-                });
-                Ok(())
-            })?;
+                },
+            );
         }
         // REP_EVERYTHING and REP_LOCAL_AND_BEYOND: every copy starts with the contents.
         let snapshot = if mode & REP_NOTHING == 0 {
@@ -124,13 +121,14 @@ pub extern "C" fn SMI_Switch_to_replication(
 /// Ends this process's turn and waits for every process to end its own; returns this
 /// process's copy.
 fn finish_turns(s: &Smi, id: c_int) -> Res<Copies> {
-    let (addr, size, snapshot, scratch) = with_region(s, id, |r| match r.repl.as_mut() {
+    let (addr, size) = with_region(s, id, |r| Ok((r.addr, r.size)))?;
+    let (snapshot, scratch) = match s.st().repl.get_mut(&id) {
         Some(rp) if rp.active => {
             rp.active = false;
-            Ok((r.addr, r.size, rp.snapshot.take(), rp.scratch))
+            (rp.snapshot.take(), rp.scratch)
         }
-        _ => Err(SMI_ERR_PARAM),
-    })?;
+        _ => return Err(SMI_ERR_PARAM),
+    };
     let region = region_bytes(addr, size)?;
     let mine = read_all(region);
     scratch.slice(s.me * size, size).write_from(0, &mine);
@@ -282,7 +280,8 @@ fn add_into(acc: &mut [u8], row: &[u8], elem: usize, kind: char, first: bool) {
 
 fn merge(id: c_int, comb: c_int, p1: c_int, p2: c_int, stay: bool) -> Res {
     let s = smi()?;
-    let active = with_region(s, id, |r| Ok(r.repl.as_ref().is_some_and(|x| x.active)))?;
+    with_region(s, id, |_| Ok(()))?;
+    let active = s.st().repl.get(&id).is_some_and(|x| x.active);
     if s.n == 1 {
         return Ok(());
     }

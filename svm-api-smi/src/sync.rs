@@ -13,6 +13,11 @@ use svm_core::api::{self, Home};
 use crate::consts::*;
 use crate::{entry, out, smi, sv, Res, Smi, K_BARRIER, K_MUTEX, K_PC};
 
+/// The mutex index of `id` (without `NOCONSISTENCY`).
+fn mutex_index(id: c_int) -> usize {
+    (id & !NOCONSISTENCY) as usize
+}
+
 fn mutex_lock_id(s: &Smi, id: c_int) -> Res<u64> {
     let m = (id & !NOCONSISTENCY) as usize;
     if id < 0 {
@@ -46,7 +51,15 @@ pub extern "C" fn SMI_MUTEX_INIT(id: *mut c_int, _algorithm: c_int, prank: c_int
 pub extern "C" fn SMI_Mutex_lock(id: c_int) -> c_int {
     entry("SMI_Mutex_lock", || {
         let s = smi()?;
-        sv(api::lock_id(mutex_lock_id(s, id)?))
+        let l = mutex_lock_id(s, id)?;
+        // As SMI's Burns-Lynch lock (which only looks at the other processes' flags), the
+        // holder locking again returns at once; the first unlock releases.
+        if s.st().held.contains(&mutex_index(id)) {
+            return Ok(());
+        }
+        sv(api::lock_id(l))?;
+        s.st().held.insert(mutex_index(id));
+        Ok(())
     })
 }
 
@@ -57,7 +70,14 @@ pub extern "C" fn SMI_Mutex_trylock(id: c_int, acquired: *mut c_int) -> c_int {
         if acquired.is_null() {
             return Err(SMI_ERR_PARAM);
         }
-        let got = sv(api::try_lock_id(mutex_lock_id(s, id)?))?;
+        let l = mutex_lock_id(s, id)?;
+        if s.st().held.contains(&mutex_index(id)) {
+            return out(acquired, 1);
+        }
+        let got = sv(api::try_lock_id(l))?;
+        if got {
+            s.st().held.insert(mutex_index(id));
+        }
         out(acquired, got as c_int)
     })
 }
@@ -67,6 +87,11 @@ pub extern "C" fn SMI_Mutex_unlock(id: c_int) -> c_int {
     entry("SMI_Mutex_unlock", || {
         let s = smi()?;
         let l = mutex_lock_id(s, id)?;
+        // Unlocking a mutex this process does not hold changes nothing (SMI clears its own
+        // flag, which is already clear).
+        if !s.st().held.remove(&mutex_index(id)) {
+            return Ok(());
+        }
         api::unlock_id(l).map_err(|e| {
             eprintln!("smi[{}]: SMI_Mutex_unlock({id}): {e}", s.me);
             SMI_ERR_PARAM
@@ -79,7 +104,9 @@ pub extern "C" fn SMI_Mutex_destroy(id: c_int) -> c_int {
     entry("SMI_Mutex_destroy", || {
         let s = smi()?;
         mutex_lock_id(s, id)?;
-        s.st().mutexes[(id & !NOCONSISTENCY) as usize] = None;
+        let mut st = s.st();
+        st.mutexes[mutex_index(id)] = None;
+        st.held.remove(&mutex_index(id));
         Ok(())
     })
 }
@@ -225,6 +252,8 @@ pub extern "C" fn SMI_Init_PC(id: *mut c_int) -> c_int {
 pub extern "C" fn SMI_Reset_PC(id: c_int) -> c_int {
     entry("SMI_Reset_PC", || {
         let s = smi()?;
+        // As in SMI, NOCONSISTENCY may be OR-ed into the id (svm keeps the consistency).
+        let id = id & !NOCONSISTENCY;
         let w = pc(s, id)?;
         s.barrier()?;
         s.locked(pc_lock(s, id, s.me), || w.set(pc_word(s, s.me), 0))?;
@@ -236,6 +265,7 @@ pub extern "C" fn SMI_Reset_PC(id: c_int) -> c_int {
 pub extern "C" fn SMI_Increment_PC(id: c_int, val: c_int) -> c_int {
     entry("SMI_Increment_PC", || {
         let s = smi()?;
+        let id = id & !NOCONSISTENCY;
         let w = pc(s, id)?;
         if val < 0 {
             return Err(SMI_ERR_PARAM);
@@ -254,10 +284,15 @@ fn get_pc(s: &Smi, id: c_int, p: usize) -> Res<u64> {
 pub extern "C" fn SMI_Get_PC(id: c_int, proc_: c_int, val: *mut c_int) -> c_int {
     entry("SMI_Get_PC", || {
         let s = smi()?;
+        let id = id & !NOCONSISTENCY;
         let p = pc_proc(s, proc_)?;
         let v = get_pc(s, id, p)?;
         out(val, v.min(c_int::MAX as u64) as c_int)
     })
+}
+
+fn own_pc(s: &Smi, id: c_int) -> Res<c_int> {
+    Ok(get_pc(s, id, s.me)?.min(c_int::MAX as u64) as c_int)
 }
 
 fn wait_pc(s: &Smi, id: c_int, p: usize, val: c_int) -> Res {
@@ -271,7 +306,10 @@ fn wait_pc(s: &Smi, id: c_int, p: usize, val: c_int) -> Res {
 pub extern "C" fn SMI_Wait_individual_PC(id: c_int, proc_: c_int, val: c_int) -> c_int {
     entry("SMI_Wait_individual_PC", || {
         let s = smi()?;
+        let id = id & !NOCONSISTENCY;
         let p = pc_proc(s, proc_)?;
+        // SMI_OWNPC: until the process has come as far as this one.
+        let val = if val == OWNPC { own_pc(s, id)? } else { val };
         wait_pc(s, id, p, val)
     })
 }
@@ -280,7 +318,18 @@ pub extern "C" fn SMI_Wait_individual_PC(id: c_int, proc_: c_int, val: c_int) ->
 pub extern "C" fn SMI_Wait_collective_PC(id: c_int, val: c_int) -> c_int {
     entry("SMI_Wait_collective_PC", || {
         let s = smi()?;
+        let id = id & !NOCONSISTENCY;
         pc(s, id)?;
+        let own = own_pc(s, id)?;
+        let val = if val == OWNPC { own } else { val };
+        if val > own {
+            eprintln!(
+                "smi[{}]: SMI_Wait_collective_PC({id}, {val}): cannot wait for more progress \
+                 than this process's own ({own})",
+                s.me
+            );
+            return Err(SMI_ERR_PARAM);
+        }
         for p in 0..s.n {
             wait_pc(s, id, p, val)?;
         }

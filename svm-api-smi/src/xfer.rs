@@ -13,7 +13,7 @@ use std::time::Duration;
 use svm_core::api::{self, UserMessage};
 
 use crate::consts::*;
-use crate::region::with_region;
+use crate::table::with_region;
 use crate::{entry, ffi, out, smi, sv, Res, Smi, TAG_MSG, TAG_SIGNAL};
 
 /// Handle values are opaque to C and never dereferenced: a registry maps them to a status.
@@ -208,7 +208,7 @@ pub extern "C" fn SMI_Check_transfer(flags: c_int) -> c_int {
 pub extern "C" fn SMI_Check_transfer_addr(adr: *mut c_void, flags: c_int) -> c_int {
     entry("SMI_Check_transfer_addr", || {
         let s = smi()?;
-        crate::region::find_range(s, adr as usize, 1)?;
+        crate::table::find_range(s, adr as usize, 1)?;
         check(s, flags)
     })
 }
@@ -228,10 +228,32 @@ fn from_filter(rank: c_int, tag: u64) -> impl FnMut(&UserMessage) -> bool {
     move |m: &UserMessage| m.tag == tag && (rank == SIGNAL_ANY || m.from as c_int == rank)
 }
 
+/// SMI's reading of a signal rank: when waiting, exactly `SMI_SIGNAL_ANY` means any process;
+/// otherwise the `SMI_SIGNAL_ANY` bit (SMI's "global signalization" marker) is removed and the
+/// rest is the rank (or `SMI_SIGNAL_BCAST`): `0 | SMI_SIGNAL_ANY` sends to process 0.
+pub(crate) fn signal_rank(rank: c_int, waiting: bool) -> c_int {
+    if waiting && rank == SIGNAL_ANY {
+        rank
+    } else {
+        rank & !SIGNAL_ANY
+    }
+}
+
+/// The process a signal is awaited from: any (`SMI_SIGNAL_ANY`) or a valid rank (this
+/// process's own too: unlike SMI, which refuses it, a signal to oneself is delivered).
+fn signal_source(s: &Smi, rank: c_int) -> Res<c_int> {
+    let rank = signal_rank(rank, true);
+    if rank != SIGNAL_ANY {
+        crate::check_rank(s, rank)?;
+    }
+    Ok(rank)
+}
+
 #[no_mangle]
 pub extern "C" fn SMI_Signal_send(rank: c_int) -> c_int {
     entry("SMI_Signal_send", || {
         let s = smi()?;
+        let rank = signal_rank(rank, false);
         if rank == SIGNAL_BCAST {
             for p in (0..s.n).filter(|p| *p != s.me) {
                 sv(api::send_message(p, TAG_SIGNAL, &[]))?;
@@ -247,9 +269,7 @@ pub extern "C" fn SMI_Signal_send(rank: c_int) -> c_int {
 pub extern "C" fn SMI_Signal_wait(rank: c_int) -> c_int {
     entry("SMI_Signal_wait", || {
         let s = smi()?;
-        if rank != SIGNAL_ANY {
-            crate::check_rank(s, rank)?;
-        }
+        let rank = signal_source(s, rank)?;
         sv(api::recv_message(from_filter(rank, TAG_SIGNAL), None))?
             .map(|_| ())
             .ok_or(SMI_ERR_OTHER)
@@ -274,9 +294,7 @@ pub extern "C" fn SMI_Signal_setCallBack(
 ) -> c_int {
     entry("SMI_Signal_setCallBack", || {
         let s = smi()?;
-        if rank != SIGNAL_ANY {
-            crate::check_rank(s, rank)?;
-        }
+        let rank = signal_source(s, rank)?;
         let f = fcn.ok_or(SMI_ERR_PARAM)?;
         if handle.is_null() {
             return Err(SMI_ERR_PARAM);

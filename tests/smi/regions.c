@@ -15,7 +15,7 @@ static int on_region(int region, int reason) {
 int main(int argc, char **argv) {
     int rank, size, page, id, i, rid;
     smi_region_info_t info;
-    char **frag;
+    char *frag[16];
     char *p;
     OK(SMI_Init(&argc, &argv));
     OK(SMI_Proc_rank(&rank));
@@ -30,9 +30,10 @@ int main(int argc, char **argv) {
     SMI_Init_reginfo(&info, page, 0);
     CHECK(SMI_Create_shreg(99, &info, &id, &p) == SMI_ERR_PARAM, "bad type");
 
-    /* FRAGMENTED: an array of nprocs pointers, one fragment per process. */
+    /* FRAGMENTED: the caller's array receives nprocs pointers, one fragment per process. */
+    CHECK(size <= 16, "at most 16 processes");
     SMI_Init_reginfo(&info, size * 3 * page, 0);
-    OK(SMI_Create_shreg(SMI_SHM_FRAGMENTED, &info, &id, (void **)&frag));
+    OK(SMI_Create_shreg(SMI_SHM_FRAGMENTED, &info, &id, (void **)frag));
     memset(frag[rank], 'a' + rank, 3 * page);
     SMI_Barrier();
     for (i = 0; i < size; i++) CHECK(frag[i][0] == 'a' + i && frag[i][3 * page - 1] == 'a' + i, "fragment %d", i);

@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
         OK(SMI_Mutex_trylock(m, &got));
         CHECK(got == 1, "trylock of a free lock failed");
         OK(SMI_Mutex_unlock(m));
-        CHECK(SMI_Mutex_unlock(m) != SMI_SUCCESS, "unlock of a free lock");
+        OK(SMI_Mutex_unlock(m)); /* as in SMI: unlocking a free mutex changes nothing */
     }
     CHECK(SMI_Mutex_lock(1000) == SMI_ERR_PARAM, "unknown mutex");
     CHECK(SMI_BARRIER(77) == SMI_ERR_PARAM, "unknown barrier");

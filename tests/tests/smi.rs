@@ -113,6 +113,35 @@ fn messages_signals_timers() {
     run_everywhere("msg", &[]);
 }
 
+/// FRAGMENTED address arrays, UNDIVIDED size 0 on non-owners, recursive mutex locks,
+/// `rank | SMI_SIGNAL_ANY`, loop restarts after SMI_LOOP_READY, polling a flag without SMI
+/// calls, SMI_SHM_REGISTER, 1024 LOCAL regions (issue 10).
+#[test]
+fn behaviours_smi_programs_rely_on() {
+    run_everywhere("behaviours", &[]);
+}
+
+/// SMI used after SMI_Finalize: the calls fail with SMI_ERR_NOINIT and the job ends with the
+/// status the program chose (SMI_Abort(3)), never with a node killed by SIGPIPE.
+#[test]
+fn use_after_finalize_ends_the_job_with_the_programs_status() {
+    let scratch = SMI.scratch("after_finalize");
+    build("after_finalize", &scratch).run_matrix(
+        &[1, 3],
+        &FAULTS,
+        |_| Vec::new(),
+        &[],
+        |n, out| {
+            assert_eq!(out.status.code(), Some(3), "{out}");
+            assert!(!out.stderr.contains("SIGPIPE"), "{out}");
+            assert!(!out.stderr.contains("FAIL"), "{out}");
+            for r in 0..n {
+                out.assert_stdout_contains(&format!("after finalize {r}"));
+            }
+        },
+    );
+}
+
 /// The classic start without svmrun: `prog -r R -n N -h HOST -m MAGIC -p PORT -- args` on each
 /// process, mapped onto svm's bootstrap.
 #[test]

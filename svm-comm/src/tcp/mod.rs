@@ -13,11 +13,13 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use nix::sys::socket::{recv, setsockopt, shutdown, sockopt, MsgFlags, Shutdown};
+use std::io::IoSlice;
+
+use nix::sys::socket::{recv, sendmsg, setsockopt, shutdown, sockopt, MsgFlags, Shutdown};
 use subtle::ConstantTimeEq;
 
 use crate::bootstrap::Bootstrap;
-use crate::transport::{write_all_parts, CommError, Link, RecvBuf};
+use crate::transport::{CommError, Link, RecvBuf};
 use crate::wire::{self, Msg, NodeId, KEY_LEN};
 
 /// A TCP connection to one peer.
@@ -45,10 +47,31 @@ impl TcpLink {
     }
 }
 
+/// Sends all parts, looping over short writes, with `MSG_NOSIGNAL`: a peer that has gone
+/// gives `EPIPE`, never a SIGPIPE (C programs that load svm keep SIGPIPE's default action,
+/// which would kill the node; `writev` has no such flag).
+fn send_all_parts(stream: &TcpStream, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| IoSlice::new(p))
+        .collect();
+    let mut bufs = &mut slices[..];
+    while !bufs.is_empty() {
+        match sendmsg::<()>(stream.as_raw_fd(), bufs, &[], MsgFlags::MSG_NOSIGNAL, None) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 impl Link for TcpLink {
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
         let _g = self.send_lock.lock().unwrap_or_else(|p| p.into_inner());
-        write_all_parts(&self.stream, parts).map_err(|e| CommError::Lost {
+        send_all_parts(&self.stream, parts).map_err(|e| CommError::Lost {
             me: self.me,
             peer: self.peer,
             why: format!("send failed: {e}"),
