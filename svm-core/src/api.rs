@@ -81,6 +81,14 @@ pub enum SvmError {
         end: usize,
         why: String,
     },
+    #[error("svm: node {node}: {id} is not a live region (never created, or destroyed)")]
+    BadRegion { node: NodeId, id: u32 },
+    #[error("svm: node {node}: cannot destroy the region at {addr:#x}: {why}")]
+    Destroy {
+        node: NodeId,
+        addr: usize,
+        why: String,
+    },
     #[error(
         "svm: node {node}: {what} id {id} is reserved for the runtime (ids must be below 2^63)"
     )]
@@ -99,7 +107,7 @@ static RUNTIME: OnceLock<Arc<Node>> = OnceLock::new();
 pub const RESERVED_IDS: u64 = 1 << 63;
 use crate::node::GLOBAL_BARRIER;
 
-fn node() -> Result<&'static Arc<Node>> {
+pub(crate) fn node() -> Result<&'static Arc<Node>> {
     RUNTIME.get().ok_or(SvmError::NotInitialized)
 }
 
@@ -808,6 +816,7 @@ pub fn send_message(to: usize, tag: u64, data: &[u8]) -> Result<()> {
             nodes: n.nodes,
         });
     }
+    check_id(n, "message tag", tag)?;
     n.send_user(to as NodeId, tag, data);
     Ok(())
 }
@@ -815,11 +824,57 @@ pub fn send_message(to: usize, tag: u64, data: &[u8]) -> Result<()> {
 /// Receives the first queued message accepted by `filter`, waiting up to `timeout` (None:
 /// until `SVM_TIMEOUT`, which ends the node with a diagnostic). `Ok(None)` on timeout.
 pub fn recv_message(
-    filter: impl FnMut(&UserMessage) -> bool,
+    mut filter: impl FnMut(&UserMessage) -> bool,
     timeout: Option<std::time::Duration>,
 ) -> Result<Option<UserMessage>> {
     let n = node()?;
-    Ok(n.recv_user(filter, timeout))
+    Ok(n.recv_user(|m| m.tag < RESERVED_IDS && filter(m), timeout))
+}
+
+/// Tag of the runtime's messages that flush the links before a region is destroyed.
+const DESTROY_TAG: u64 = u64::MAX;
+
+/// Collective destroy of the collective allocation starting at `addr` (every node calls it in
+/// the same order, with no thread using the region any more): every node forgets the
+/// region's pages and drops their memory, and the address range goes back to the collective
+/// arena, where later collective allocations reuse it. Costs two barriers and one message
+/// between every pair of nodes.
+pub fn free_collective(addr: usize) -> Result<()> {
+    let n = node()?;
+    let pages = n
+        .space
+        .collective_pages(addr)
+        .map_err(|err| SvmError::Space { node: n.me, err })?;
+    let err = |why: String| SvmError::Destroy {
+        node: n.me,
+        addr,
+        why,
+    };
+    barrier_raw(n, GLOBAL_BARRIER, n.nodes as u32)?;
+    // Every node has stopped using the region; messages about it sent before the barrier may
+    // still be on their way. One message on every link pushes them through (links are FIFO).
+    let me = n.me as usize;
+    for to in (0..n.nodes as usize).filter(|&to| to != me) {
+        n.send_user(to as NodeId, DESTROY_TAG, &(addr as u64).to_le_bytes());
+    }
+    for from in (0..n.nodes as usize).filter(|&f| f != me) {
+        let m = n
+            .recv_user(|m| m.tag == DESTROY_TAG && m.from as usize == from, None)
+            .ok_or_else(|| err("no flush message".into()))?;
+        let theirs = m.data.try_into().map(u64::from_le_bytes).unwrap_or(0) as usize;
+        if theirs != addr {
+            return Err(err(format!(
+                "node {from} destroys the region at {theirs:#x} at the same point: every node \
+                 must destroy the same regions in the same order"
+            )));
+        }
+    }
+    n.forget_pages(pages).map_err(err)?;
+    n.space
+        .free_collective(addr)
+        .map_err(|err| SvmError::Space { node: n.me, err })?;
+    // No node reuses the range before every node has forgotten it.
+    barrier_raw(n, GLOBAL_BARRIER, n.nodes as u32)
 }
 
 /// Ends the whole job: every node exits with `code` (this one too). For personalities whose

@@ -7,6 +7,7 @@ pub mod diff;
 pub mod fault;
 pub mod page_table;
 pub mod protocol;
+pub mod region;
 pub mod space;
 pub mod sync;
 pub mod sys;

@@ -1112,6 +1112,37 @@ impl Node {
         self.lock_state().counters.fault_detect_ns.clone()
     }
 
+    /// Forgets every local trace of the pages `pages` of a destroyed region — protocol state,
+    /// protections, twins, engine-held copies, and the memory itself — so the range can be
+    /// allocated again and start as zeros. Called on every node while no thread uses the pages
+    /// and no message about them is in flight (`api::free_collective` makes sure).
+    pub fn forget_pages(&self, pages: std::ops::Range<PageId>) -> Result<(), String> {
+        let mut st = self.lock_state();
+        if let Some(p) = st.pages.forget(pages.clone()) {
+            return Err(format!(
+                "a thread still waits for page {p} of the region being destroyed"
+            ));
+        }
+        for p in st.protocols.iter_mut().flatten() {
+            if !p.forget(pages.clone()) {
+                return Err(format!(
+                    "protocol {} cannot forget pages: destroying regions is not supported with it",
+                    p.name()
+                ));
+            }
+        }
+        let gone = |p: &PageId| pages.contains(p);
+        st.twins.retain(|p, _| !gone(p));
+        st.shadows.retain(|p, _| !gone(p));
+        st.home_queries.retain(|p| !gone(p));
+        let ps = self.space.page_size();
+        let addr = self.space.page_addr(pages.start);
+        let len = (pages.end - pages.start) as usize * ps;
+        self.backend
+            .drop_range(addr, len)
+            .map_err(|e| format!("dropping the memory of {addr:#x}+{len:#x}: {e}"))
+    }
+
     /// Sends a user message to node `to` (this node included). Messages from one sender to one
     /// receiver arrive in order.
     pub fn send_user(&self, to: NodeId, tag: u64, data: &[u8]) {

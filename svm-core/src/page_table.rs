@@ -71,6 +71,20 @@ impl PageTable {
         }
     }
 
+    /// Forgets the pages of `pages` (a destroyed region). Returns a page a thread still waits
+    /// for (then nothing is forgotten).
+    pub fn forget(&mut self, pages: std::ops::Range<PageId>) -> Option<PageId> {
+        if let Some((p, _)) = self
+            .pages
+            .iter()
+            .find(|(p, e)| pages.contains(p) && !e.waiters.is_empty())
+        {
+            return Some(*p);
+        }
+        self.pages.retain(|p, _| !pages.contains(p));
+        None
+    }
+
     /// The waiter that has waited longest, over all pages: (page, waiter).
     pub fn oldest_waiter(&self) -> Option<(PageId, PageWaiter)> {
         self.pages

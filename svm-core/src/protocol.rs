@@ -200,6 +200,14 @@ pub trait Protocol: Send {
     /// diagnostics: who owns it, what is pending).
     fn describe(&self, page: PageId) -> String;
 
+    /// Forgets everything about the pages in `pages` (a destroyed region), so a region later
+    /// allocated there starts as if never touched. The engine calls it on every node at a
+    /// point where no thread uses those pages and no message about them is in flight. Returns
+    /// false if the protocol cannot (the default): destroying regions is then not supported.
+    fn forget(&mut self, _pages: std::ops::Range<PageId>) -> bool {
+        false
+    }
+
     /// Applies the user's tuning (`SVM_PREFETCH`, ...); protocols ignore what they lack.
     fn configure(&mut self, _opts: &ProtocolOptions) {}
 }

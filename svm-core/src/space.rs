@@ -73,8 +73,10 @@ struct Region {
     proto: u8,
 }
 
+/// A deterministic first-fit allocator over an address range (also used for allocations
+/// inside regions, `crate::region`).
 #[derive(Debug)]
-struct Arena {
+pub(crate) struct Arena {
     end: usize,
     top: usize,
     /// Freed blocks (addr, len) available for reuse, and live blocks.
@@ -83,7 +85,7 @@ struct Arena {
 }
 
 impl Arena {
-    fn new(start: usize, end: usize) -> Arena {
+    pub(crate) fn new(start: usize, end: usize) -> Arena {
         Arena {
             end,
             top: start,
@@ -92,21 +94,25 @@ impl Arena {
         }
     }
 
-    fn alloc(
+    pub(crate) fn alloc(
         &mut self,
         bytes: usize,
         align: usize,
         name: &'static str,
     ) -> Result<usize, SpaceError> {
         let len = bytes.div_ceil(align) * align;
+        // Lowest-address first fit in a sorted free list: deterministic, so nodes making the
+        // same calls in the same order get the same addresses.
         if let Some(i) = self
             .free
             .iter()
             .position(|&(a, l)| l >= len && a % align == 0)
         {
-            let (a, l) = self.free.swap_remove(i);
+            let (a, l) = self.free[i];
             if l > len {
-                self.free.push((a + len, l - len));
+                self.free[i] = (a + len, l - len);
+            } else {
+                self.free.remove(i);
             }
             self.live.insert(a, len);
             return Ok(a);
@@ -119,18 +125,47 @@ impl Arena {
                 free: self.end.saturating_sub(a),
             });
         }
+        if a > self.top {
+            // The alignment gap stays usable.
+            let gap = (self.top, a - self.top);
+            self.top = a;
+            self.give_back(gap.0, gap.1);
+        }
         self.top = a + len;
         self.live.insert(a, len);
         Ok(a)
     }
 
-    fn free(&mut self, addr: usize) -> Result<usize, SpaceError> {
+    pub(crate) fn free(&mut self, addr: usize) -> Result<usize, SpaceError> {
         let len = self
             .live
             .remove(&addr)
             .ok_or(SpaceError::BadFree { addr })?;
-        self.free.push((addr, len));
+        self.give_back(addr, len);
         Ok(len)
+    }
+
+    /// Returns `[addr, addr+len)` to the free list, merged with free neighbours; a free block
+    /// that reaches the top lowers the top instead.
+    fn give_back(&mut self, addr: usize, len: usize) {
+        let i = self.free.partition_point(|&(a, _)| a < addr);
+        let (mut a, mut l) = (addr, len);
+        let mut at = i;
+        if i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == a {
+            at = i - 1;
+            a = self.free[at].0;
+            l += self.free[at].1;
+            self.free.remove(at);
+        }
+        if at < self.free.len() && a + l == self.free[at].0 {
+            l += self.free[at].1;
+            self.free.remove(at);
+        }
+        if a + l == self.top {
+            self.top = a;
+        } else {
+            self.free.insert(at, (a, l));
+        }
     }
 }
 
@@ -505,13 +540,39 @@ impl Space {
         Ok(addr)
     }
 
-    /// Collective free (same order on every node).
+    /// The page range `[start, end)` of the live collective allocation starting at `addr`.
+    pub fn collective_pages(&self, addr: usize) -> Result<std::ops::Range<PageId>, SpaceError> {
+        let a = self.collective.lock().unwrap_or_else(|p| p.into_inner());
+        let len = *a.live.get(&addr).ok_or(SpaceError::BadFree { addr })?;
+        let start = self.page_of(addr);
+        Ok(start..start + (len / self.page_size) as u64)
+    }
+
+    /// Collective free (same order on every node): the region leaves the table and its range
+    /// goes back to the collective arena for reuse. The caller has made every node forget the
+    /// pages first (`Node::forget_pages`).
     pub fn free_collective(&self, addr: usize) -> Result<(), SpaceError> {
-        self.collective
-            .lock()
+        let pages = self.collective_pages(addr)?;
+        let mut a = self.collective.lock().unwrap_or_else(|p| p.into_inner());
+        let mut regions = self.regions.write().unwrap_or_else(|p| p.into_inner());
+        regions.retain(|r| r.start != pages.start);
+        self.first_touch
+            .write()
             .unwrap_or_else(|p| p.into_inner())
-            .free(addr)
-            .map(|_| ())
+            .retain(|p, _| !pages.contains(p));
+        drop(regions);
+        a.free(addr)?;
+        self.collective_top
+            .store(a.top, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Bytes between the collective arena's start and its allocation top (what collective
+    /// allocations occupy, free blocks below the top included).
+    pub fn collective_used(&self) -> usize {
+        self.collective_top
+            .load(std::sync::atomic::Ordering::Acquire)
+            .saturating_sub(self.base)
     }
 
     /// Local allocation in this node's arena (no messages; home = this node).
@@ -633,6 +694,31 @@ mod tests {
             !s.same_region(p + 2, p + 3),
             "past this node's allocation top"
         );
+    }
+
+    #[test]
+    fn freed_collective_ranges_are_reused_and_merged() {
+        let s = Space::new(B, 1 << 30, 4096, 0, 2);
+        let a = s.alloc_collective(3 * 4096, Home::Cyclic).unwrap();
+        let b = s.alloc_collective(4096, Home::Node(1)).unwrap();
+        let c = s.alloc_collective(2 * 4096, Home::Node(0)).unwrap();
+        assert_eq!(s.collective_pages(b).unwrap(), 3..4);
+        s.free_collective(a).unwrap();
+        assert_eq!(s.free_collective(a), Err(SpaceError::BadFree { addr: a }));
+        assert_eq!(s.home(1), 0, "a freed range has no region");
+        s.free_collective(b).unwrap();
+        assert_eq!(s.alloc_collective(4 * 4096, Home::Node(1)).unwrap(), a);
+        assert_eq!(s.home(2), 1);
+        s.free_collective(c).unwrap();
+        assert_eq!(s.collective_used(), 4 * 4096, "the top came down");
+        assert!(s.is_unknown_collective(4));
+        for _ in 0..10_000 {
+            let x = s.alloc_collective(5 * 4096, Home::Block).unwrap();
+            assert_eq!(x, B + 4 * 4096);
+            s.free_collective(x).unwrap();
+        }
+        s.free_collective(a).unwrap();
+        assert_eq!(s.collective_used(), 0);
     }
 
     #[test]

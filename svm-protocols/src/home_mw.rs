@@ -640,6 +640,22 @@ impl HomeMw {
         }
     }
 
+    /// Forgets the pages of a destroyed region (see `Protocol::forget`): no flush or
+    /// invalidation about them is under way then, so only per-page state remains.
+    pub(crate) fn forget(&mut self, pages: std::ops::Range<PageId>) -> bool {
+        let gone = |p: &PageId| pages.contains(p);
+        self.pages.retain(|p, _| !gone(p));
+        self.dirty.retain(|p| !gone(p));
+        self.dirty_home.retain(|p| !gone(p));
+        self.pushed.retain(|p| !gone(p));
+        self.copysets.retain(|p, _| !gone(p));
+        self.inval_pending.retain(|(p, _), _| !gone(p));
+        self.served.retain(|p| !gone(p));
+        self.since_release.retain(|p| !gone(p));
+        self.since_barrier.retain(|p| !gone(p));
+        true
+    }
+
     // ---------------------------------------------------------------- diagnostics
 
     pub(crate) fn stats(&self) -> ProtocolStats {
@@ -778,6 +794,9 @@ macro_rules! home_mw_protocol {
                 }
                 fn stats(&self) -> ProtocolStats {
                     self.0.stats()
+                }
+                fn forget(&mut self, pages: std::ops::Range<PageId>) -> bool {
+                    self.0.forget(pages)
                 }
                 fn describe(&self, page: PageId) -> String {
                     self.0.describe($name, page)

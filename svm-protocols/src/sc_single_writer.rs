@@ -643,6 +643,13 @@ impl Protocol for ScSingleWriter {
         self.stats.clone()
     }
 
+    fn forget(&mut self, pages: std::ops::Range<PageId>) -> bool {
+        self.pages.retain(|p, _| !pages.contains(p));
+        self.managed.retain(|p, _| !pages.contains(p));
+        self.streams.retain(|_, p| !pages.contains(p));
+        true
+    }
+
     fn configure(&mut self, opts: &svm_core::protocol::ProtocolOptions) {
         self.prefetch = opts.read_ahead;
     }

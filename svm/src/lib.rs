@@ -26,6 +26,7 @@
 //! ```
 
 pub use bytemuck;
+pub use svm_core::api::free_collective;
 pub use svm_core::api::{
     alloc_collective, alloc_collective_with, alloc_local, barrier, free_local, lock_id, node_id,
     nodes, page_size, stats, try_lock_id, unlock_id, Barrier, Home, Mutex, MutexGuard, Result,
@@ -35,6 +36,8 @@ pub use svm_core::api::{
     alloc_collective_in, home_of, measure_fault_detection, recv_message, sem_post, sem_wait,
     send_message, Semaphore, UserMessage,
 };
+/// Regions that can be destroyed, with collective allocations inside them.
+pub use svm_core::region;
 pub use svm_core::stats::Stats;
 
 /// Joins the job started by `svmrun` (or Slurm / Open MPI with `SVM_COORD`); without a launcher

@@ -71,6 +71,11 @@ pub trait FaultBackend: Send + Sync {
         present: bool,
         runs: &[(usize, &[u8])],
     ) -> Result<bool, SysError>;
+    /// Forgets the local contents of `[addr, addr+len)` (a destroyed region): the range becomes
+    /// inaccessible and not present, and its memory goes back to the system (uffd:
+    /// `MADV_DONTNEED`; segv: `PROT_NONE` and a hole punched in the memfd), so a region later
+    /// allocated there starts as zeros.
+    fn drop_range(&self, addr: usize, len: usize) -> Result<(), SysError>;
     /// Wakes one waiting thread whose access is already possible.
     fn wake(&self, addr: usize, len: usize, waiter: WaiterRef) -> Result<(), SysError>;
     /// Shutdown, after the engine stopped: the managed memory becomes ordinary private memory

@@ -78,6 +78,11 @@ impl FaultBackend for SegvBackend {
         Ok(true)
     }
 
+    fn drop_range(&self, addr: usize, len: usize) -> Result<(), SysError> {
+        self.window.protect(addr, len, Access::None)?;
+        self.window.punch_hole(addr, len)
+    }
+
     fn patch(
         &self,
         addr: usize,

@@ -140,6 +140,12 @@ impl FaultBackend for UffdBackend {
         Ok(true)
     }
 
+    fn drop_range(&self, addr: usize, len: usize) -> Result<(), SysError> {
+        // Write protection lives in the page table entries, which MADV_DONTNEED removes: the
+        // next access is a MISSING fault, as for a page never touched.
+        self.window.discard(addr, len)
+    }
+
     fn read(&self, addr: usize, dst: &mut [u8], present: bool, initial: Option<&[u8]>) {
         if present {
             self.window.read(addr, dst);

@@ -1,0 +1,30 @@
+/* counter: every node adds 1 to a shared counter ITER times under a lock.
+ *   svmrun -n 4 ./counter 1000      -> counter=4000 expected=4000 OK */
+#include "check.h"
+
+int main(int argc, char **argv) {
+    long iters = argc > 1 ? atol(argv[1]) : 1000;
+    int me, nodes;
+    svm_region_t r;
+    long *counter;
+
+    CHECK(svm_init());
+    CHECK(svm_node_id(&me));
+    CHECK(svm_nodes(&nodes));
+    CHECK(svm_region_create(sizeof(long), SVM_PROTOCOL_DEFAULT, NULL, &r));
+    CHECK(svm_region_addr(r, (void **)&counter));
+    for (long i = 0; i < iters; i++) {
+        CHECK(svm_lock(1));
+        *counter += 1;
+        CHECK(svm_unlock(1));
+    }
+    CHECK(svm_barrier());
+    long want = iters * nodes;
+    if (me == 0)
+        printf("counter=%ld expected=%ld %s\n", *counter, want, *counter == want ? "OK" : "FAIL");
+    int ok = *counter == want;
+    CHECK(svm_barrier());
+    CHECK(svm_region_destroy(r));
+    CHECK(svm_finish());
+    return ok ? 0 : 1;
+}

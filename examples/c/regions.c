@@ -1,0 +1,62 @@
+/* regions: creates a region, fills it, checks it and destroys it, CYCLES times; the address
+ * range of a destroyed region is reused, so the window never runs out and memory stays flat.
+ *   svmrun -n 2 ./regions 10000 65536
+ *   -> regions cycles=10000 bytes=65536 reused=10000 rss_kb_first=... rss_kb_last=... OK */
+#include <string.h>
+#include <unistd.h>
+#include "check.h"
+
+/* Resident set size of this process in KiB. */
+static long rss_kb(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+int main(int argc, char **argv) {
+    long cycles = argc > 1 ? atol(argv[1]) : 1000;
+    size_t bytes = argc > 2 ? (size_t)atol(argv[2]) : 65536;
+    int me, nodes;
+    void *first = NULL;
+    long reused = 0, rss_first = 0, bad = 0;
+    svm_home_t home = {SVM_HOME_BLOCK, 0, NULL, NULL, 0};
+
+    CHECK(svm_init());
+    CHECK(svm_node_id(&me));
+    CHECK(svm_nodes(&nodes));
+    size_t words = bytes / sizeof(long);
+    for (long c = 0; c < cycles; c++) {
+        svm_region_t r;
+        long *a;
+        CHECK(svm_region_create(bytes, SVM_PROTOCOL_DEFAULT, &home, &r));
+        CHECK(svm_region_addr(r, (void **)&a));
+        if (c == 0)
+            first = a;
+        else if ((void *)a == first)
+            reused++;
+        /* Fresh memory reads as zeros; each node fills its block (the pages it is home of). */
+        size_t lo = words * me / nodes, hi = words * (me + 1) / nodes;
+        for (size_t i = lo; i < hi; i++)
+            bad += a[i] != 0;
+        for (size_t i = lo; i < hi; i++)
+            a[i] = c * 7 + (long)i;
+        CHECK(svm_barrier());
+        size_t probe = (size_t)(c * 977) % words;
+        bad += a[probe] != c * 7 + (long)probe;
+        CHECK(svm_region_destroy(r));
+        if (c == 0 || c == 10)
+            rss_first = rss_kb(); /* after the first cycles have warmed things up */
+    }
+    long rss_last = rss_kb();
+    int ok = bad == 0 && reused == cycles - 1;
+    printf("regions node=%d cycles=%ld bytes=%zu reused=%ld bad=%ld rss_kb_first=%ld "
+           "rss_kb_last=%ld %s\n",
+           me, cycles, bytes, reused, bad, rss_first, rss_last, ok ? "OK" : "FAIL");
+    CHECK(svm_finish());
+    return ok ? 0 : 1;
+}
