@@ -1,7 +1,10 @@
 /* regions: creates a region, fills it, checks it and destroys it, CYCLES times; the address
  * range of a destroyed region is reused, so the window never runs out and memory stays flat.
  *   svmrun -n 2 ./regions 10000 65536
- *   -> regions cycles=10000 bytes=65536 reused=10000 rss_kb_first=... rss_kb_last=... OK */
+ *   -> regions node=0 cycles=10000 bytes=65536 reused=9999 bad=0 rss_kb_first=... rss_kb_last=... OK
+ * With --keep (first argument) regions are never destroyed: what a job could do before
+ * regions could be destroyed. It stops at the first failure to create one and prints how many
+ * it made: `regions-kept created=... rss_kb_first=... rss_kb_last=...`. */
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
@@ -19,6 +22,9 @@ static long rss_kb(void) {
 }
 
 int main(int argc, char **argv) {
+    int keep = argc > 1 && strcmp(argv[1], "--keep") == 0;
+    if (keep)
+        argc--, argv++;
     long cycles = argc > 1 ? atol(argv[1]) : 1000;
     size_t bytes = argc > 2 ? (size_t)atol(argv[2]) : 65536;
     int me, nodes;
@@ -33,7 +39,15 @@ int main(int argc, char **argv) {
     for (long c = 0; c < cycles; c++) {
         svm_region_t r;
         long *a;
-        CHECK(svm_region_create(bytes, SVM_PROTOCOL_DEFAULT, &home, &r));
+        int rc = svm_region_create(bytes, SVM_PROTOCOL_DEFAULT, &home, &r);
+        if (keep && rc != SVM_OK) {
+            printf("regions-kept node=%d created=%ld bytes=%zu rss_kb_first=%ld rss_kb_last=%ld "
+                   "stopped_by=\"%s\"\n",
+                   me, c, bytes, rss_first, rss_kb(), svm_strerror(rc));
+            CHECK(svm_finish());
+            return 0;
+        }
+        CHECK(rc);
         CHECK(svm_region_addr(r, (void **)&a));
         if (c == 0)
             first = a;
@@ -48,7 +62,8 @@ int main(int argc, char **argv) {
         CHECK(svm_barrier());
         size_t probe = (size_t)(c * 977) % words;
         bad += a[probe] != c * 7 + (long)probe;
-        CHECK(svm_region_destroy(r));
+        if (!keep)
+            CHECK(svm_region_destroy(r));
         if (c == 0 || c == 10)
             rss_first = rss_kb(); /* after the first cycles have warmed things up */
     }
