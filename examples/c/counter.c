@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
     CHECK(svm_nodes(&nodes));
     CHECK(svm_region_create(sizeof(long), SVM_PROTOCOL_DEFAULT, NULL, &r));
     CHECK(svm_region_addr(r, (void **)&counter));
+    CHECK(svm_barrier()); /* every node has the region before anyone uses it */
     for (long i = 0; i < iters; i++) {
         CHECK(svm_lock(1));
         *counter += 1;

@@ -51,6 +51,7 @@ int main(int argc, char **argv) {
     CHECK(svm_nodes(&nodes));
     CHECK(svm_region_create_named(sizeof(struct ring), "sc-sw", NULL, &r));
     CHECK(svm_region_addr(r, (void **)&q));
+    CHECK(svm_barrier()); /* every node has the region before anyone uses it */
     int consumers = nodes > 1 ? nodes - 1 : 1;
     if (me == 0) {
         pthread_t t;

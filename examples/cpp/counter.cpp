@@ -14,6 +14,7 @@ int main(int argc, char **argv) {
         {
             svm::region r(sizeof(long) * 2, SVM_PROTOCOL_DEFAULT);
             auto counter = r.as_array<long>();
+            svm::barrier(); // every node has the region before anyone uses it
             svm::mutex m(7);
             for (long i = 0; i < iters; i++) {
                 svm::lock_guard g(m);
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
             // A block-homed region: each node fills its block, everyone checks the whole.
             svm::region data(4 * svm::page_size() * nodes, "sc-mw", svm::home::block());
             auto a = data.alloc<int>(1000 * nodes);
+            svm::barrier();
             for (int i = 1000 * me; i < 1000 * (me + 1); i++)
                 a[i] = i;
             svm::barrier();

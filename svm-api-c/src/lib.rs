@@ -294,12 +294,14 @@ pub extern "C" fn svm_region_create(
         let name = match protocol {
             0 => None,
             1..=3 => Some(svm_core::protocol::PROTOCOL_NAMES[protocol as usize - 1]),
-            p => return Err(Error(
-                SVM_E_PROTOCOL,
-                format!(
+            p => {
+                return Err(Error(
+                    SVM_E_PROTOCOL,
+                    format!(
                     "svm: unknown protocol {p} (SVM_PROTOCOL_DEFAULT, _SC_SW, _SC_MW or _SCOPE)"
                 ),
-            )),
+                ))
+            }
         };
         create(size, name, home, region)
     })

@@ -5,9 +5,13 @@
 //! cc -O2 $(svm-config --cflags) x.c $(svm-config --libs splash) -o x -lm
 //! ```
 //!
-//! Source paths (headers, the m4 macro file, the `main` wrapper stub) are those of the source
-//! tree this binary was built from; the library directory is the directory of the running
-//! executable, where cargo also puts the personalities' shared libraries (`target/<profile>/`).
+//! In the build tree, source paths (headers, the m4 macro file, the `main` wrapper stub) are
+//! those of the source tree this binary was built from, and the library directory is the
+//! directory of the running executable, where cargo also puts the personalities' shared
+//! libraries (`target/<profile>/`). Installed (`make install`, docs/install.md) as
+//! `PREFIX/bin/svm-config` next to `PREFIX/include/svm/svm.h`, it uses the installed files:
+//! headers in `PREFIX/include/svm`, libraries in `PREFIX/lib`, the m4 file and stubs in
+//! `PREFIX/share/svm`.
 
 #![forbid(unsafe_code)]
 
@@ -34,6 +38,13 @@ struct Personality {
 
 /// Every personality. To give one the `main` wrapper (e.g. cvm), fill in `wrap_main_stub`.
 const PERSONALITIES: &[Personality] = &[
+    Personality {
+        name: "svm",
+        lib: "svm",
+        include: "svm-api-c/include",
+        wrap_main_stub: None,
+        m4: None,
+    },
     Personality {
         name: "splash",
         lib: "svm_splash",
@@ -72,7 +83,8 @@ of the options).
 
 Options:
   --cflags          -I flags for every personality's include directory
-  --libs NAME       link flags for personality NAME (splash, smi, cvm, deck)
+  --libs NAME       link flags for personality NAME (svm, splash, smi, cvm, deck; svm is
+                    the native C API of svm.h)
   --m4 NAME         absolute path of the m4 macro file of NAME (splash only)
   --libdir          the directory holding the personalities' shared libraries
   --help            this text
@@ -89,6 +101,9 @@ See docs/splash.md.";
 struct Layout {
     root: PathBuf,
     libdir: PathBuf,
+    /// Installed into a prefix: `root` is the prefix, and files come from its `include/svm`
+    /// and `share/svm`.
+    installed: bool,
 }
 
 impl Layout {
@@ -106,10 +121,34 @@ impl Layout {
             .parent()
             .ok_or_else(|| format!("{} has no parent directory", exe.display()))?
             .to_path_buf();
-        Ok(Layout { root, libdir })
+        if let Some(prefix) = libdir.parent().filter(|_| libdir.ends_with("bin")) {
+            if prefix.join("include/svm/svm.h").is_file() {
+                return Ok(Layout {
+                    root: prefix.to_path_buf(),
+                    libdir: prefix.join("lib"),
+                    installed: true,
+                });
+            }
+        }
+        Ok(Layout {
+            root,
+            libdir,
+            installed: false,
+        })
+    }
+
+    /// A file of the source tree (`rel` to its root), or its installed copy in `share/svm`.
+    fn file(&self, rel: &str) -> PathBuf {
+        match (self.installed, Path::new(rel).file_name()) {
+            (true, Some(name)) => self.root.join("share/svm").join(name),
+            _ => self.root.join(rel),
+        }
     }
 
     fn cflags(&self) -> Vec<String> {
+        if self.installed {
+            return vec![format!("-I{}", self.root.join("include/svm").display())];
+        }
         PERSONALITIES
             .iter()
             .map(|p| self.root.join(p.include))
@@ -122,7 +161,7 @@ impl Layout {
         let lib = self.libdir.display();
         let mut flags = Vec::new();
         if let Some(stub) = p.wrap_main_stub {
-            flags.push(self.root.join(stub).display().to_string());
+            flags.push(self.file(stub).display().to_string());
         }
         flags.push(format!("-L{lib}"));
         flags.push(format!("-Wl,-rpath,{lib}"));
@@ -137,7 +176,7 @@ impl Layout {
 
     fn m4(&self, p: &Personality) -> Result<String, String> {
         match p.m4 {
-            Some(file) => Ok(self.root.join(file).display().to_string()),
+            Some(file) => Ok(self.file(file).display().to_string()),
             None => Err(format!(
                 "personality `{}` has no m4 macro file (only {} has)",
                 p.name,
@@ -194,7 +233,7 @@ fn run(args: &[String], layout: &Layout) -> Result<Request, String> {
             "--cflags" => words.extend(layout.cflags()),
             "--libdir" => words.push(layout.libdir.display().to_string()),
             "--libs" => {
-                let name = value("splash, smi, cvm or deck")?;
+                let name = value("svm, splash, smi, cvm or deck")?;
                 words.extend(layout.libs(personality(&name)?));
             }
             "--m4" => {
@@ -234,7 +273,32 @@ mod tests {
         Layout {
             root: PathBuf::from("/src/svm"),
             libdir: PathBuf::from("/build/target/debug"),
+            installed: false,
         }
+    }
+
+    #[test]
+    fn an_installed_layout_uses_the_prefix() {
+        let l = Layout {
+            root: PathBuf::from("/opt/svm"),
+            libdir: PathBuf::from("/opt/svm/lib"),
+            installed: true,
+        };
+        assert_eq!(l.cflags(), ["-I/opt/svm/include/svm"]);
+        assert_eq!(
+            l.libs(personality("splash").unwrap())[..2],
+            [
+                "/opt/svm/share/svm/svm_splash_stub.c".to_string(),
+                "-L/opt/svm/lib".to_string()
+            ]
+        );
+        assert_eq!(
+            l.m4(personality("splash").unwrap()).unwrap(),
+            "/opt/svm/share/svm/c.m4.svm"
+        );
+        assert!(l
+            .libs(personality("svm").unwrap())
+            .contains(&"-lsvm".to_string()));
     }
 
     fn words(args: &[&str]) -> Vec<String> {
@@ -287,7 +351,7 @@ mod tests {
 
     #[test]
     fn other_personalities_link_only_their_library() {
-        for (name, lib) in [("smi", "svm_smi"), ("deck", "svm_deck")] {
+        for (name, lib) in [("smi", "svm_smi"), ("deck", "svm_deck"), ("svm", "svm")] {
             assert_eq!(
                 words(&["--libs", name]),
                 [
@@ -357,6 +421,7 @@ mod tests {
     fn the_source_files_exist() {
         let real = Layout::current().expect("layout");
         for p in PERSONALITIES {
+            assert!(real.root.join(p.include).is_dir(), "{} missing", p.include);
             for file in [p.wrap_main_stub, p.m4].into_iter().flatten() {
                 assert!(real.root.join(file).is_file(), "{file} missing");
             }
