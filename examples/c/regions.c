@@ -1,6 +1,6 @@
 /* regions: creates a region, fills it, checks it and destroys it, CYCLES times; the address
  * range of a destroyed region is reused, so the window never runs out and memory stays flat.
- *   svmrun -n 2 ./regions 10000 65536
+ *   svmrun -n 2 ./regions [--keep] [CYCLES] [BYTES] [PROTOCOL]
  *   -> regions node=0 cycles=10000 bytes=65536 reused=9999 bad=0 rss_kb_first=... rss_kb_last=... OK
  * With --keep (first argument) regions are never destroyed: what a job could do before
  * regions could be destroyed. It stops at the first failure to create one and prints how many
@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
         argc--, argv++;
     long cycles = argc > 1 ? atol(argv[1]) : 1000;
     size_t bytes = argc > 2 ? (size_t)atol(argv[2]) : 65536;
+    const char *protocol = argc > 3 ? argv[3] : NULL; /* NULL: the default */
     int me, nodes;
     void *first = NULL;
     long reused = 0, rss_first = 0, bad = 0;
@@ -39,7 +40,7 @@ int main(int argc, char **argv) {
     for (long c = 0; c < cycles; c++) {
         svm_region_t r;
         long *a;
-        int rc = svm_region_create(bytes, SVM_PROTOCOL_DEFAULT, &home, &r);
+        int rc = svm_region_create_named(bytes, protocol, &home, &r);
         if (keep && rc != SVM_OK) {
             printf("regions-kept node=%d created=%ld bytes=%zu rss_kb_first=%ld rss_kb_last=%ld "
                    "stopped_by=\"%s\"\n",
@@ -60,8 +61,23 @@ int main(int argc, char **argv) {
         for (size_t i = lo; i < hi; i++)
             a[i] = c * 7 + (long)i;
         CHECK(svm_barrier());
-        size_t probe = (size_t)(c * 977) % words;
-        bad += a[probe] != c * 7 + (long)probe;
+        /* Read some of the others' words (copies, copysets, read-ahead state everywhere). */
+        for (int k = 0; k < 3; k++) {
+            size_t probe = (size_t)(c * 977 + k * 4099 + me * 131) % words;
+            bad += a[probe] != c * 7 + (long)probe;
+        }
+        CHECK(svm_barrier()); /* reads done before the next writes of a multiple-writer region */
+        for (size_t i = lo; i < hi; i += 509)
+            a[i] += 1; /* and write again after others read: invalidations, twins, diffs */
+        CHECK(svm_barrier());
+        for (int k = 0; k < 2; k++) {
+            size_t probe = (size_t)(c * 31 + k * 8191 + me * 977) % words;
+            int owner = 0;
+            while (words * (owner + 1) / nodes <= probe)
+                owner++;
+            long bumped = (probe - words * owner / nodes) % 509 == 0;
+            bad += a[probe] != c * 7 + (long)probe + bumped;
+        }
         if (!keep)
             CHECK(svm_region_destroy(r));
         if (c == 0 || c == 10)

@@ -253,6 +253,22 @@ fn destroyed_regions_are_reused_without_growing_memory() {
     assert_eq!(word_value(l[0], "created"), Some("512"), "{out}");
 }
 
+/// Destroying forgets every node's protocol state: under each protocol, regions written and
+/// read by every node are reused and start as zeros every time (`bad=0`).
+#[test]
+fn destroyed_regions_start_fresh_under_every_protocol() {
+    for (proto, fault) in [("sc-sw", "segv"), ("sc-mw", "uffd"), ("scope", "segv")] {
+        let out = run("regions", 3, fault, &["200", "65536", proto]);
+        out.assert_success();
+        let lines = out.stdout_lines_with(&["regions", "cycles=200"]);
+        assert_eq!(lines.len(), 3, "one line per node\n{out}");
+        for l in lines {
+            assert_eq!(word_value(l, "bad"), Some("0"), "{proto}\n{out}");
+            assert_eq!(word_value(l, "reused"), Some("199"), "{proto}\n{out}");
+        }
+    }
+}
+
 #[test]
 fn the_installed_svm_config_names_the_prefix() {
     let inst = installed();
