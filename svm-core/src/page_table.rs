@@ -130,4 +130,22 @@ mod tests {
         assert_eq!(t.access(7), Access::Write);
         assert_eq!(t.access(8), Access::None);
     }
+
+    #[test]
+    fn forgetting_refuses_pages_with_waiters() {
+        let mut t = PageTable::default();
+        let mut woken = Vec::new();
+        t.set_access(3, Access::Write, true, &mut woken);
+        t.set_access(9, Access::Read, true, &mut woken);
+        t.entry(5).waiters.push(PageWaiter {
+            waiter: WaiterRef::Uffd,
+            need: Access::Read,
+            since_ns: 0,
+        });
+        assert_eq!(t.forget(0..8), Some(5));
+        assert_eq!(t.access(3), Access::Write, "nothing forgotten");
+        assert_eq!(t.forget(0..4), None);
+        assert!(t.get(3).is_none());
+        assert_eq!(t.access(9), Access::Read);
+    }
 }

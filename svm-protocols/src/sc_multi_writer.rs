@@ -48,3 +48,52 @@ home_mw_protocol!(
     "sc-mw",
     Mode::Eager
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use svm_core::protocol::{Access, Action, ProtoMsg, Protocol, StaticContext};
+
+    #[test]
+    fn forgotten_pages_start_over() {
+        let ctx = |me| StaticContext {
+            me,
+            nodes: 2,
+            homes: |_| 0,
+        };
+        // The home serves node 1 a copy of page 3 (copyset) and writes page 4 itself (dirty).
+        let mut home = ScMultiWriter::new();
+        let mut out: Vec<Action> = Vec::new();
+        home.on_message(&ctx(0), 1, &ProtoMsg::ReadReq { page: 3 }, 0, &mut out);
+        home.on_fault(&ctx(0), 4, Access::Write, &mut out);
+        home.on_fault(&ctx(0), 5, Access::Read, &mut out);
+        assert!(
+            home.describe(3).contains("copyset [1]"),
+            "{}",
+            home.describe(3)
+        );
+        assert!(home.describe(4).contains("dirty home page: true"));
+        assert!(home.forget(3..5));
+        assert_eq!(
+            home.describe(3),
+            "sc-mw page 3: untouched here; open critical sections 0"
+        );
+        assert_eq!(
+            home.describe(4),
+            "sc-mw page 4: untouched here; open critical sections 0"
+        );
+        assert!(
+            home.describe(5).contains("access Read"),
+            "outside the range"
+        );
+        // A remote writer with a twin forgets it too.
+        let mut w = ScMultiWriter::new();
+        w.on_fault(&ctx(1), 3, Access::Write, &mut out);
+        assert!(w.describe(3).contains("fetching: true"));
+        assert!(w.forget(3..4));
+        assert_eq!(
+            w.describe(3),
+            "sc-mw page 3: untouched here; open critical sections 0"
+        );
+    }
+}

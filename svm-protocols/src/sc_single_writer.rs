@@ -728,6 +728,26 @@ mod tests {
     const P: PageId = 7;
 
     #[test]
+    fn forgotten_pages_start_over() {
+        // Node 1 asks the home (node 0) for write access; node 0 manages page P and P+1.
+        let mut home = ScSingleWriter::new();
+        let mut other = ScSingleWriter::new();
+        assert!(!fault(&mut other, 1, 0, P, Access::Write).is_empty());
+        let req = ProtoMsg::WriteReq { page: P };
+        assert!(!msg(&mut home, 0, 0, 1, req).is_empty());
+        fault(&mut home, 0, 0, P + 1, Access::Read);
+        assert!(home.describe(P).contains("manager"));
+        assert!(other.describe(P).contains("outstanding Some(Write)"));
+        assert!(home.forget(P..P + 1) && other.forget(P..P + 1));
+        assert_eq!(home.describe(P), format!("sc-sw page {P}: untouched here"));
+        assert_eq!(other.describe(P), format!("sc-sw page {P}: untouched here"));
+        assert!(
+            home.describe(P + 1).contains("access Read"),
+            "pages outside the range are kept"
+        );
+    }
+
+    #[test]
     fn read_ahead_follows_sequential_streams_and_crossing_grants_are_harmless() {
         let mut h = ScSingleWriter::with_prefetch(2);
         // First request of a stream: only the page asked for.
