@@ -204,6 +204,36 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     if RUNTIME.get().is_some() {
         return Err(SvmError::AlreadyInitialized);
     }
+    let mut joining = false;
+    let r = start_node(factory, opts, &mut joining);
+    if let (Err(e), false) = (&r, joining) {
+        tell_the_job(e);
+    }
+    r
+}
+
+/// A node that fails before it joins the mesh (a bad setting, a window that cannot be
+/// reserved) tells rank 0, which fails the job at once naming it, instead of letting the others
+/// wait for it until their set-up deadline.
+fn tell_the_job(e: &SvmError) {
+    let Ok(boot) = Bootstrap::from_env() else {
+        return;
+    };
+    if boot.size < 2 || std::env::var("SVM_TRANSPORT").is_ok_and(|t| t == "deck") {
+        return;
+    }
+    let inherited = match (boot.rank, boot.coord_fd) {
+        (0, Some(fd)) => sys::inherited_listener(fd).ok(),
+        (_, Some(fd)) => {
+            sys::close_inherited(fd);
+            None
+        }
+        _ => None,
+    };
+    tcp::report_failure(&boot, inherited, &e.to_string());
+}
+
+fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -> Result<Svm> {
     let mut cfg = Config::from_env()?;
     if let (false, Some(p)) = (cfg.protocol_given, &opts.default_protocol) {
         cfg.protocol = p.clone();
@@ -269,6 +299,7 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     };
     let space = Arc::new(space);
     let mut links: Vec<Option<Box<dyn Link>>> = (0..boot.size).map(|_| None).collect();
+    *joining = true;
     if boot.size > 1 {
         let inherited = match (me, boot.coord_fd) {
             (0, Some(fd)) => Some(sys::inherited_listener(fd).map_err(|e| CommError::Setup {
