@@ -174,6 +174,9 @@ fn earliest(current: Option<Instant>, candidate: Instant) -> Option<Instant> {
     Some(current.map_or(candidate, |c| c.min(candidate)))
 }
 
+/// Where DECK-SCI nodes make their segment files and pipes.
+const DECK_DIR: &str = "/dev/shm";
+
 /// Runs the job described by `cli`; returns svmrun's exit status.
 pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
     if let Err(e) = disable_aslr() {
@@ -367,6 +370,19 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
                 kill_at = None;
             }
             Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+
+    // Every node has ended: whatever DECK-SCI files a node killed during set-up left behind
+    // (named after the job key) go now.
+    let key = job_key
+        .clone()
+        .or_else(|| std::env::var("SVM_JOB_KEY").ok())
+        .and_then(|k| svm_comm::bootstrap::parse_key(&k).ok());
+    if let Some(key) = key {
+        let removed = svm_comm::deck::sci::remove_job_files(std::path::Path::new(DECK_DIR), &key);
+        if removed > 0 && cli.verbose {
+            eprintln!("svmrun: removed {removed} file(s) the job left in {DECK_DIR}");
         }
     }
 
