@@ -59,14 +59,14 @@ pub enum SvmError {
     UnknownProtocol(String),
     #[error("svm: node {node}: unlock of lock {lock} by a thread that does not hold it")]
     NotLockHolder { node: NodeId, lock: u64 },
-    #[error("svm: node {node}: barrier {barrier} called with count {got}, but this round's count is {expected}")]
+    #[error("svm: node {node}: {} called with count {got}, but this round's count is {expected}", BarrierName(*barrier))]
     BarrierMismatch {
         node: NodeId,
         barrier: u64,
         expected: u32,
         got: u32,
     },
-    #[error("svm: node {node}: barrier {barrier} called with a participant count of 0")]
+    #[error("svm: node {node}: {} called with a participant count of 0", BarrierName(*barrier))]
     ZeroCount { node: NodeId, barrier: u64 },
     #[error("svm: node {node}: there is no node {to} in a job of {nodes} nodes")]
     BadNode {
@@ -98,6 +98,7 @@ static RUNTIME: OnceLock<Arc<Node>> = OnceLock::new();
 /// Ids at or above this are reserved for the runtime's own locks and barriers.
 pub const RESERVED_IDS: u64 = 1 << 63;
 use crate::node::GLOBAL_BARRIER;
+use crate::sync::BarrierName;
 
 fn node() -> Result<&'static Arc<Node>> {
     RUNTIME.get().ok_or(SvmError::NotInitialized)

@@ -344,7 +344,7 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
                     NodeEnd::Lost(e) => (EXIT_LAUNCH, format!("cannot wait for node {rank}: {e}")),
                 };
                 if code != 0 && failure.is_none() {
-                    eprintln!("svmrun: {message}");
+                    crate::output::say(&message);
                     failure = Some(code);
                     table.signal_all(Signal::SIGTERM);
                     kill_at = earliest(kill_at, Instant::now() + FAILURE_GRACE);
@@ -390,6 +390,9 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
     for f in forwarders {
         // A forwarder that panicked has nothing left to forward.
         let _ = f.join();
+    }
+    if failure.is_some() {
+        crate::output::end_open_lines();
     }
     Ok(failure.unwrap_or(0))
 }

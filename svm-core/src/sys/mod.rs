@@ -23,7 +23,7 @@ pub enum SysError {
          free range with SVM_SPACE_BASE (and SVM_SPACE_SIZE)"
     )]
     WindowTaken { base: usize, end: usize },
-    #[error("{call} failed: {errno}")]
+    #[error("{call} failed: {errno}{}", errno_hint(*errno))]
     Call {
         call: &'static str,
         errno: nix::errno::Errno,
@@ -33,6 +33,26 @@ pub enum SysError {
          splits a mapping per page; raise the sysctl vm.max_map_count or use SVM_FAULT=uffd"
     )]
     MapCountExhausted { max_map_count: String },
+}
+
+/// What an errno usually means for the runtime's calls, and what to do about it.
+fn errno_hint(errno: nix::errno::Errno) -> &'static str {
+    use nix::errno::Errno;
+    match errno {
+        Errno::ENOMEM => {
+            " (out of memory or address space: check `ulimit -v`, or choose a smaller \
+             SVM_SPACE_SIZE)"
+        }
+        Errno::EPERM | Errno::EACCES => {
+            " (not permitted: for userfaultfd see vm.unprivileged_userfaultfd, or use \
+             SVM_FAULT=segv)"
+        }
+        Errno::EAGAIN => " (the resource was busy or the wait timed out; try again)",
+        Errno::EMFILE | Errno::ENFILE => " (too many open files: raise `ulimit -n`)",
+        Errno::EINVAL => " (an argument the kernel does not accept on this machine)",
+        Errno::ENOSYS => " (the kernel does not support this call)",
+        _ => "",
+    }
 }
 
 fn call(call: &'static str) -> impl FnOnce(nix::errno::Errno) -> SysError {
@@ -672,4 +692,23 @@ pub fn fn_from_addr(addr: usize) -> extern "C" fn() {
     // SAFETY: per the contract above, `addr` is the address of an `extern "C" fn()` of this
     // executable, loaded at the same address as on the node that sent it.
     unsafe { std::mem::transmute::<usize, extern "C" fn()>(addr) }
+}
+
+#[cfg(test)]
+mod errno_tests {
+    #[test]
+    fn errno_values_are_explained() {
+        let e = super::SysError::Call {
+            call: "mmap",
+            errno: nix::errno::Errno::ENOMEM,
+        }
+        .to_string();
+        assert!(e.contains("SVM_SPACE_SIZE"), "{e}");
+        let e = super::SysError::Call {
+            call: "userfaultfd",
+            errno: nix::errno::Errno::EPERM,
+        }
+        .to_string();
+        assert!(e.contains("SVM_FAULT=segv"), "{e}");
+    }
 }
