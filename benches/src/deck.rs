@@ -450,7 +450,8 @@ fn boot(rank: u16, key: [u8; 32], coord: Option<String>, coord_fd: Option<i32>) 
         coord,
         coord_fd,
         job_key: key,
-        listen: "127.0.0.1".into(),
+        listen: Some("127.0.0.1".into()),
+        advertise: None,
     }
 }
 

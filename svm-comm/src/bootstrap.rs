@@ -26,8 +26,46 @@ pub struct Bootstrap {
     /// Listening socket inherited from svmrun (rank 0 uses it; others close it).
     pub coord_fd: Option<i32>,
     pub job_key: [u8; KEY_LEN],
-    /// Address (host or host:port) on which this node accepts mesh connections.
-    pub listen: String,
+    /// `SVM_LISTEN`: address (host or host:port) on which this node accepts mesh connections.
+    /// Unset: the local address of this node's connection to the coordinator (see `tcp`).
+    pub listen: Option<String>,
+    /// `SVM_ADVERTISE`: address (host or host:port) the other nodes are told to connect to.
+    /// Unset: the listen address, or the coordinator connection's local address when the
+    /// listen address is a wildcard.
+    pub advertise: Option<String>,
+}
+
+/// Splits `host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address into host and port.
+pub fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
+    let s = s.trim();
+    if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+        return Some((a.ip().to_string(), Some(a.port())));
+    }
+    if let Ok(ip) = s.parse::<std::net::IpAddr>() {
+        return Some((ip.to_string(), None));
+    }
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (h, tail) = rest.split_once(']')?;
+        h.parse::<std::net::Ipv6Addr>().ok()?;
+        match tail {
+            "" => (h, None),
+            t => (h, Some(t.strip_prefix(':')?)),
+        }
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':');
+    if host.is_empty() || !host.chars().all(valid) {
+        return None;
+    }
+    let port = match port {
+        None => None,
+        Some(p) => Some(p.parse::<u16>().ok()?),
+    };
+    Some((host.to_string(), port))
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -153,9 +191,19 @@ impl Bootstrap {
                 return Err(BootstrapError::NoJobKey { size, launcher });
             }
         };
-        let listen = get("SVM_LISTEN")
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "127.0.0.1".to_string());
+        let address = |var: &'static str| -> Result<Option<String>, BootstrapError> {
+            match get(var).filter(|s| !s.trim().is_empty()) {
+                None => Ok(None),
+                Some(v) if split_host_port(&v).is_some() => Ok(Some(v.trim().to_string())),
+                Some(v) => Err(BootstrapError::Invalid {
+                    var,
+                    value: v,
+                    what: "address (host, host:port, IP or [IPv6]:port)",
+                }),
+            }
+        };
+        let listen = address("SVM_LISTEN")?;
+        let advertise = address("SVM_ADVERTISE")?;
         Ok(Bootstrap {
             rank: rank as NodeId,
             size: size as NodeId,
@@ -164,6 +212,7 @@ impl Bootstrap {
             coord_fd,
             job_key,
             listen,
+            advertise,
         })
     }
 }
@@ -249,5 +298,32 @@ mod tests {
             .unwrap_err(),
             BootstrapError::BadJobKey
         );
+        let e = boot(&[("SVM_LISTEN", "host:port")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SVM_LISTEN"), "{e}");
+        let e = boot(&[("SVM_ADVERTISE", "a b")]).unwrap_err().to_string();
+        assert!(e.contains("SVM_ADVERTISE"), "{e}");
+    }
+
+    #[test]
+    fn addresses_split() {
+        let s = |a: &str| split_host_port(a);
+        assert_eq!(s("0.0.0.0"), Some(("0.0.0.0".into(), None)));
+        assert_eq!(s("10.1.2.3:77"), Some(("10.1.2.3".into(), Some(77))));
+        assert_eq!(s("::"), Some(("::".into(), None)));
+        assert_eq!(s("[::1]:9"), Some(("::1".into(), Some(9))));
+        assert_eq!(s("[fe80::1]"), Some(("fe80::1".into(), None)));
+        assert_eq!(s("node3"), Some(("node3".into(), None)));
+        assert_eq!(
+            s("node3.example:7411"),
+            Some(("node3.example".into(), Some(7411)))
+        );
+        assert_eq!(s("node3:x"), None);
+        assert_eq!(s(":7"), None);
+        assert_eq!(s("[node]:7"), None);
+        let b = boot(&[("SVM_LISTEN", "0.0.0.0"), ("SVM_ADVERTISE", "node3")]).unwrap();
+        assert_eq!(b.listen.as_deref(), Some("0.0.0.0"));
+        assert_eq!(b.advertise.as_deref(), Some("node3"));
     }
 }

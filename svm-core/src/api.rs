@@ -59,14 +59,14 @@ pub enum SvmError {
     UnknownProtocol(String),
     #[error("svm: node {node}: unlock of lock {lock} by a thread that does not hold it")]
     NotLockHolder { node: NodeId, lock: u64 },
-    #[error("svm: node {node}: barrier {barrier} called with count {got}, but this round's count is {expected}")]
+    #[error("svm: node {node}: {} called with count {got}, but this round's count is {expected}", BarrierName(*barrier))]
     BarrierMismatch {
         node: NodeId,
         barrier: u64,
         expected: u32,
         got: u32,
     },
-    #[error("svm: node {node}: barrier {barrier} called with a participant count of 0")]
+    #[error("svm: node {node}: {} called with a participant count of 0", BarrierName(*barrier))]
     ZeroCount { node: NodeId, barrier: u64 },
     #[error("svm: node {node}: there is no node {to} in a job of {nodes} nodes")]
     BadNode {
@@ -106,6 +106,7 @@ static RUNTIME: OnceLock<Arc<Node>> = OnceLock::new();
 /// Ids at or above this are reserved for the runtime's own locks and barriers.
 pub const RESERVED_IDS: u64 = 1 << 63;
 use crate::node::GLOBAL_BARRIER;
+use crate::sync::BarrierName;
 
 pub(crate) fn node() -> Result<&'static Arc<Node>> {
     RUNTIME.get().ok_or(SvmError::NotInitialized)
@@ -212,6 +213,36 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     if RUNTIME.get().is_some() {
         return Err(SvmError::AlreadyInitialized);
     }
+    let mut joining = false;
+    let r = start_node(factory, opts, &mut joining);
+    if let (Err(e), false) = (&r, joining) {
+        tell_the_job(e);
+    }
+    r
+}
+
+/// A node that fails before it joins the mesh (a bad setting, a window that cannot be
+/// reserved) tells rank 0, which fails the job at once naming it, instead of letting the others
+/// wait for it until their set-up deadline.
+fn tell_the_job(e: &SvmError) {
+    let Ok(boot) = Bootstrap::from_env() else {
+        return;
+    };
+    if boot.size < 2 || std::env::var("SVM_TRANSPORT").is_ok_and(|t| t == "deck") {
+        return;
+    }
+    let inherited = match (boot.rank, boot.coord_fd) {
+        (0, Some(fd)) => sys::inherited_listener(fd).ok(),
+        (_, Some(fd)) => {
+            sys::close_inherited(fd);
+            None
+        }
+        _ => None,
+    };
+    tcp::report_failure(&boot, inherited, &e.to_string());
+}
+
+fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -> Result<Svm> {
     let mut cfg = Config::from_env()?;
     if let (false, Some(p)) = (cfg.protocol_given, &opts.default_protocol) {
         cfg.protocol = p.clone();
@@ -277,6 +308,7 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     };
     let space = Arc::new(space);
     let mut links: Vec<Option<Box<dyn Link>>> = (0..boot.size).map(|_| None).collect();
+    *joining = true;
     if boot.size > 1 {
         let inherited = match (me, boot.coord_fd) {
             (0, Some(fd)) => Some(sys::inherited_listener(fd).map_err(|e| CommError::Setup {

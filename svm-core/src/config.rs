@@ -88,6 +88,125 @@ pub fn parse_size(var: &'static str, s: &str) -> Result<usize, ConfigError> {
         .ok_or_else(|| invalid(var, s, "not a size (examples: 4096, 64G, 0x600000000000)"))
 }
 
+/// Largest coherence unit: a page (or its diff, which may be larger) travels in one message,
+/// whose data is limited to `svm_comm::wire::MAX_DATA_LEN` (64 MiB).
+pub const MAX_PAGE_SIZE: usize = svm_comm::wire::MAX_DATA_LEN as usize / 4;
+
+/// End of the user address space a process can map without asking for more (x86-64: 128 TiB
+/// minus a guard page; other 64-bit targets: 256 TiB).
+pub fn user_space_end() -> usize {
+    if cfg!(target_arch = "x86_64") {
+        (1usize << 47) - 4096
+    } else if cfg!(target_pointer_width = "64") {
+        1usize << 48
+    } else {
+        0xc000_0000
+    }
+}
+
+/// Lowest address a process may map (`/proc/sys/vm/mmap_min_addr`, usually 64 KiB).
+fn mmap_min_addr() -> usize {
+    std::fs::read_to_string("/proc/sys/vm/mmap_min_addr")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1 << 16)
+}
+
+fn tib(n: usize) -> String {
+    format!("{:.0} TiB", n as f64 / (1u64 << 40) as f64)
+}
+
+/// The window and page size make sense on this machine; every error names the variable and
+/// what would work.
+fn check_window(os_page: usize, page: usize, base: usize, size: usize) -> Result<(), ConfigError> {
+    let page_s = page.to_string();
+    if page == 0 || !page.is_multiple_of(os_page) || !page.is_power_of_two() {
+        return Err(invalid(
+            "SVM_PAGE_SIZE",
+            &page_s,
+            format!(
+                "must be a power-of-two multiple of the OS page size {os_page} (e.g. {os_page}, \
+                 {}, {})",
+                os_page * 2,
+                os_page * 16
+            ),
+        ));
+    }
+    if page > MAX_PAGE_SIZE {
+        return Err(invalid(
+            "SVM_PAGE_SIZE",
+            &page_s,
+            format!(
+                "is too large: a page must fit in one message; the largest supported page is \
+                 {MAX_PAGE_SIZE} ({} MiB)",
+                MAX_PAGE_SIZE >> 20
+            ),
+        ));
+    }
+    let end = user_space_end();
+    let base_s = format!("{base:#x}");
+    let default = "the default 0x600000000000";
+    if base == 0 {
+        return Err(invalid(
+            "SVM_SPACE_BASE",
+            &base_s,
+            format!("the window cannot start at address 0; use {default}"),
+        ));
+    }
+    if !base.is_multiple_of(page) {
+        return Err(invalid(
+            "SVM_SPACE_BASE",
+            &base_s,
+            format!(
+                "must be a multiple of the page size {page} (SVM_PAGE_SIZE), e.g. {:#x}",
+                base / page * page + page
+            ),
+        ));
+    }
+    let min = mmap_min_addr();
+    if base < min || base >= end {
+        return Err(invalid(
+            "SVM_SPACE_BASE",
+            &base_s,
+            format!("is outside the user address space ({min:#x}..{end:#x}); use {default}"),
+        ));
+    }
+    let size_s = size.to_string();
+    if size > end - min {
+        return Err(invalid(
+            "SVM_SPACE_SIZE",
+            &size_s,
+            format!(
+                "is larger than the user address space ({}); the default is 64G",
+                tib(end - min)
+            ),
+        ));
+    }
+    if size < page * 64 || !size.is_multiple_of(page) {
+        return Err(invalid(
+            "SVM_SPACE_SIZE",
+            &size_s,
+            format!(
+                "must be a multiple of the page size {page} of at least 64 pages ({} bytes)",
+                page * 64
+            ),
+        ));
+    }
+    if size > end - base {
+        return Err(invalid(
+            "SVM_SPACE_SIZE",
+            &size_s,
+            format!(
+                "the window {base:#x}..{:#x} (SVM_SPACE_BASE + SVM_SPACE_SIZE) ends beyond the \
+                 user address space at {end:#x}; at this base at most {}G fit",
+                base as u128 + size as u128,
+                (end - base) >> 30
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub const PROTOCOLS: &[&str] = &["sc-sw", "sc-mw", "scope"];
 pub const TRANSPORTS: &[&str] = &["tcp", "deck", "auto"];
 
@@ -150,27 +269,7 @@ impl Config {
             None => os_page,
             Some(v) => parse_size("SVM_PAGE_SIZE", &v)?,
         };
-        if page_size == 0 || page_size % os_page != 0 || !page_size.is_power_of_two() {
-            return Err(invalid(
-                "SVM_PAGE_SIZE",
-                &page_size.to_string(),
-                format!("must be a power-of-two multiple of the OS page size {os_page}"),
-            ));
-        }
-        if space_base % page_size != 0 {
-            return Err(invalid(
-                "SVM_SPACE_BASE",
-                &format!("{space_base:#x}"),
-                "must be page aligned",
-            ));
-        }
-        if space_size < page_size * 64 || space_size % page_size != 0 {
-            return Err(invalid(
-                "SVM_SPACE_SIZE",
-                &space_size.to_string(),
-                "must be a page multiple of at least 64 pages",
-            ));
-        }
+        check_window(os_page, page_size, space_base, space_size)?;
         let spin_polls = match get("SVM_SPIN") {
             None => None,
             Some(v) => Some(
@@ -245,5 +344,47 @@ mod tests {
         assert_eq!(cfg(&[("SVM_TRANSPORT", "auto")]).unwrap().transport, "auto");
         let e = cfg(&[("SVM_TRANSPORT", "sci")]).unwrap_err().to_string();
         assert!(e.contains("unknown transport"), "{e}");
+    }
+
+    fn says(vars: &[(&str, &str)], var: &str, what: &str) {
+        let e = cfg(vars).unwrap_err().to_string();
+        assert!(e.starts_with(var) && e.contains(what), "{vars:?}: {e}");
+    }
+
+    #[test]
+    fn bad_windows_and_pages_name_the_variable() {
+        says(&[("SVM_SPACE_BASE", "0")], "SVM_SPACE_BASE", "address 0");
+        says(
+            &[("SVM_SPACE_BASE", "0x600000000001")],
+            "SVM_SPACE_BASE",
+            "multiple",
+        );
+        let top = format!("{:#x}", user_space_end() / 4096 * 4096);
+        says(&[("SVM_SPACE_BASE", &top)], "SVM_SPACE_BASE", "outside");
+        says(
+            &[("SVM_SPACE_BASE", "0xffff800000000000")],
+            "SVM_SPACE_BASE",
+            "outside",
+        );
+        says(
+            &[("SVM_SPACE_SIZE", "100T")],
+            "SVM_SPACE_SIZE",
+            "ends beyond",
+        );
+        says(
+            &[("SVM_SPACE_SIZE", "1000T")],
+            "SVM_SPACE_SIZE",
+            "larger than",
+        );
+        says(&[("SVM_SPACE_SIZE", "4096")], "SVM_SPACE_SIZE", "64 pages");
+        says(&[("SVM_PAGE_SIZE", "1G")], "SVM_PAGE_SIZE", "too large");
+        says(
+            &[("SVM_PAGE_SIZE", "12288")],
+            "SVM_PAGE_SIZE",
+            "power-of-two",
+        );
+        says(&[("SVM_PAGE_SIZE", "0")], "SVM_PAGE_SIZE", "power-of-two");
+        assert!(cfg(&[("SVM_PAGE_SIZE", "16M")]).is_ok());
+        assert!(cfg(&[("SVM_SPACE_BASE", "0x100000000"), ("SVM_SPACE_SIZE", "1G")]).is_ok());
     }
 }

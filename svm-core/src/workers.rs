@@ -292,8 +292,16 @@ pub fn run_main(p: &Procs, argc: c_int, argv: *mut *mut c_char, real_main: CMain
 
 /// Reads the task's function address as a C function of no arguments and runs it.
 pub fn run_c_fn(f: usize, _arg: u64) {
-    let func = sys::fn_from_addr(f);
-    func();
+    match sys::c_fn_at(f) {
+        Some(func) => func(),
+        None => api::abort_job(
+            70,
+            &format!(
+                "a task names the function address {f:#x}, which is not code of this program \
+                 (do all nodes run the same executable?)"
+            ),
+        ),
+    }
 }
 
 /// Convenience: the first queued user message with `tag`.

@@ -90,8 +90,7 @@ pub struct Cli {
         value_name = "PROGRAM [ARGS]",
         required = true,
         num_args = 1..,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
+        trailing_var_arg = true
     )]
     pub command: Vec<OsString>,
 }
@@ -274,6 +273,19 @@ mod tests {
         assert!(parse(&["-n", "2", "--coord", "localhost", "prog"]).is_err());
         assert!(parse(&["-n", "2", "--coord", "h:0", "prog"]).is_err());
         assert!(parse(&["-n", "2", "--coord", ":80", "prog"]).is_err());
+    }
+
+    #[test]
+    fn unknown_options_before_the_program_are_errors() {
+        let e = parse(&["--bogus", "-n", "2", "prog"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{e}");
+        assert!(e.to_string().contains("--bogus"), "{e}");
+        assert!(parse(&["-n", "2", "--bogus", "prog"]).is_err());
+        assert!(parse(&["-n", "2", "-q", "prog"]).is_err());
+        // After `--`, a program whose name starts with '-' is fine.
+        let cli = parse(&["-n", "2", "--", "-prog", "--bogus"]).unwrap();
+        assert_eq!(cli.program(), "-prog");
+        assert_eq!(cli.args(), ["--bogus"]);
     }
 
     #[test]

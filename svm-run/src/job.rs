@@ -174,6 +174,9 @@ fn earliest(current: Option<Instant>, candidate: Instant) -> Option<Instant> {
     Some(current.map_or(candidate, |c| c.min(candidate)))
 }
 
+/// Where DECK-SCI nodes make their segment files and pipes.
+const DECK_DIR: &str = "/dev/shm";
+
 /// Runs the job described by `cli`; returns svmrun's exit status.
 pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
     if let Err(e) = disable_aslr() {
@@ -341,7 +344,7 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
                     NodeEnd::Lost(e) => (EXIT_LAUNCH, format!("cannot wait for node {rank}: {e}")),
                 };
                 if code != 0 && failure.is_none() {
-                    eprintln!("svmrun: {message}");
+                    crate::output::say(&message);
                     failure = Some(code);
                     table.signal_all(Signal::SIGTERM);
                     kill_at = earliest(kill_at, Instant::now() + FAILURE_GRACE);
@@ -370,10 +373,26 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
         }
     }
 
+    // Every node has ended: whatever DECK-SCI files a node killed during set-up left behind
+    // (named after the job key) go now.
+    let key = job_key
+        .clone()
+        .or_else(|| std::env::var("SVM_JOB_KEY").ok())
+        .and_then(|k| svm_comm::bootstrap::parse_key(&k).ok());
+    if let Some(key) = key {
+        let removed = svm_comm::deck::sci::remove_job_files(std::path::Path::new(DECK_DIR), &key);
+        if removed > 0 && cli.verbose {
+            eprintln!("svmrun: removed {removed} file(s) the job left in {DECK_DIR}");
+        }
+    }
+
     drain.start(failure.is_some() || signalled);
     for f in forwarders {
         // A forwarder that panicked has nothing left to forward.
         let _ = f.join();
+    }
+    if failure.is_some() {
+        crate::output::end_open_lines();
     }
     Ok(failure.unwrap_or(0))
 }

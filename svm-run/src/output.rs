@@ -10,6 +10,7 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -36,20 +37,67 @@ pub enum Sink {
     Stderr,
 }
 
+/// Whether the last byte forwarded to svmrun's stdout / stderr ended a line (only a final line
+/// without newline under `--no-prefix` leaves one open).
+static STDOUT_AT_LINE_START: AtomicBool = AtomicBool::new(true);
+static STDERR_AT_LINE_START: AtomicBool = AtomicBool::new(true);
+
 impl Sink {
+    fn at_line_start(self) -> &'static AtomicBool {
+        match self {
+            Sink::Stdout => &STDOUT_AT_LINE_START,
+            Sink::Stderr => &STDERR_AT_LINE_START,
+        }
+    }
+
     fn write_line(self, line: &[u8]) -> io::Result<()> {
+        let ends = line.last().is_none_or(|b| *b == b'\n');
+        // Relaxed: the flag is only read and written under the stream's lock below.
         match self {
             Sink::Stdout => {
                 let mut out = io::stdout().lock();
                 out.write_all(line)?;
+                self.at_line_start().store(ends, Ordering::Relaxed);
                 out.flush()
             }
             Sink::Stderr => {
                 let mut err = io::stderr().lock();
                 err.write_all(line)?;
+                self.at_line_start().store(ends, Ordering::Relaxed);
                 err.flush()
             }
         }
+    }
+}
+
+/// Prints one of svmrun's own messages on stderr, on a line of its own even if a node's output
+/// there ended mid-line (a node killed while printing, under `--no-prefix`).
+pub fn say(message: &str) {
+    let mut err = io::stderr().lock();
+    let nl = if STDERR_AT_LINE_START.load(Ordering::Relaxed) {
+        ""
+    } else {
+        "\n"
+    };
+    let _ = writeln!(err, "{nl}svmrun: {message}");
+    STDERR_AT_LINE_START.store(true, Ordering::Relaxed);
+    let _ = err.flush();
+}
+
+/// Ends a line a failed job's node left open on svmrun's stdout or stderr (under `--no-prefix`;
+/// with the prefix every forwarded line is already complete).
+pub fn end_open_lines() {
+    if !STDOUT_AT_LINE_START.load(Ordering::Relaxed) {
+        let mut out = io::stdout().lock();
+        let _ = out.write_all(b"\n");
+        STDOUT_AT_LINE_START.store(true, Ordering::Relaxed);
+        let _ = out.flush();
+    }
+    if !STDERR_AT_LINE_START.load(Ordering::Relaxed) {
+        let mut err = io::stderr().lock();
+        let _ = err.write_all(b"\n");
+        STDERR_AT_LINE_START.store(true, Ordering::Relaxed);
+        let _ = err.flush();
     }
 }
 

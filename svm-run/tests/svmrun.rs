@@ -389,6 +389,23 @@ fn no_prefix_forwards_bytes_as_they_are() {
 }
 
 #[test]
+fn a_node_killed_mid_line_leaves_no_open_line() {
+    let script = r#"printf 'cut off' ; printf 'err cut' >&2 ; kill -9 $$"#;
+    let done = svmrun(&["-n", "1", "--no-prefix", "/bin/sh", "-c", script]);
+    assert_eq!(done.code(), Some(137), "{}", done.err());
+    assert_eq!(done.stdout, b"cut off\n");
+    let err = String::from_utf8_lossy(&done.stderr).into_owned();
+    assert!(err.starts_with("err cut\n"), "{err:?}");
+    assert!(
+        err.contains("\nsvmrun: node 0 was killed by signal SIGKILL\n"),
+        "{err:?}"
+    );
+
+    let done = svmrun(&["-n", "1", "/bin/sh", "-c", script]);
+    assert_eq!(done.stdout, b"[0] cut off\n");
+}
+
+#[test]
 fn lines_of_different_nodes_never_interleave() {
     // 4 nodes x 300 lines of ~2 KB each, written as fast as possible.
     let script = r#"

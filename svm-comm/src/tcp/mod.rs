@@ -1,24 +1,28 @@
 //! TCP transport: a full mesh with one connection per pair of nodes.
 //!
 //! Setup: rank 0 listens at `SVM_COORD` (or on the socket inherited through `SVM_COORD_FD`);
-//! every other rank listens on an ephemeral port of `SVM_LISTEN` (default 127.0.0.1), connects to
-//! rank 0 and sends `Hello` with the job key and its listen address. Rank 0 answers every node with
-//! the `PeerTable`; then rank i connects to every rank 0 < j < i and accepts from every j > i.
-//! Every connection starts with a `Hello` whose job key is compared in constant time; a stranger is
-//! refused, logged, and does not disturb the job.
+//! every other rank connects to rank 0, listens on an ephemeral port of the address it reached
+//! rank 0 from (or of `SVM_LISTEN`) and sends `Hello` with the job key and its address. Rank 0
+//! answers every node with the `PeerTable`; then rank i connects to every rank 0 < j < i and
+//! accepts from every j > i. Every connection starts with a `Hello` whose job key is compared in
+//! constant time; a stranger is refused, logged, and does not disturb the job. The set-up itself
+//! is in [`setup`].
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+mod addr;
+mod setup;
+pub use setup::{establish, report_failure, HANDSHAKE_DEADLINE};
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::io::IoSlice;
 
 use nix::sys::socket::{recv, sendmsg, setsockopt, shutdown, sockopt, MsgFlags, Shutdown};
 use subtle::ConstantTimeEq;
 
-use crate::bootstrap::Bootstrap;
 use crate::transport::{CommError, Link, RecvBuf};
 use crate::wire::{self, Msg, NodeId, KEY_LEN};
 
@@ -151,16 +155,12 @@ impl Mesh {
     }
 }
 
-fn setup(me: NodeId, what: String) -> CommError {
-    CommError::Setup { me, what }
-}
-
 /// Reads one whole frame from a blocking stream (handshake only), with the stream's timeout.
 fn read_frame(stream: &mut TcpStream) -> Result<(Msg, Vec<u8>), String> {
     let mut hdr = [0u8; wire::HEADER_LEN];
     stream
         .read_exact(&mut hdr)
-        .map_err(|e| format!("reading the handshake: {e}"))?;
+        .map_err(|e| format!("reading the handshake: {}", io_why(&e)))?;
     let h = wire::Header::parse(&hdr).map_err(|e| e.to_string())?;
     if h.frame_len() > wire::HEADER_LEN + (1 << 20) {
         return Err(format!(
@@ -172,14 +172,28 @@ fn read_frame(stream: &mut TcpStream) -> Result<(Msg, Vec<u8>), String> {
     frame.resize(h.frame_len(), 0);
     stream
         .read_exact(&mut frame[wire::HEADER_LEN..])
-        .map_err(|e| format!("reading the handshake: {e}"))?;
+        .map_err(|e| format!("reading the handshake: {}", io_why(&e)))?;
     let f = wire::decode(&frame).map_err(|e| e.to_string())?;
     Ok((f.msg, f.data.to_vec()))
 }
 
+/// An I/O error in words: a read that timed out says so (the kernel reports it as `EAGAIN`,
+/// "Resource temporarily unavailable"), a closed connection says that.
+pub(crate) fn io_why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            "no answer in time (timed out)".to_string()
+        }
+        std::io::ErrorKind::UnexpectedEof => "the connection was closed".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Sends one set-up frame (with `MSG_NOSIGNAL`, like every send: a peer that has gone must not
+/// kill this node with SIGPIPE).
 fn write_msg(stream: &mut TcpStream, me: NodeId, msg: &Msg) -> std::io::Result<()> {
     let frame = wire::encode(msg, me, 0, &[]).map_err(|e| std::io::Error::other(e.to_string()))?;
-    stream.write_all(&frame)
+    send_all_parts(stream, &[&frame])
 }
 
 /// Checks a Hello against the job. Returns the peer's rank and listen address.
@@ -214,196 +228,6 @@ fn log_refusal(me: NodeId, from: Option<SocketAddr>, why: &str) {
         .map(|a| a.to_string())
         .unwrap_or_else(|| "unknown".into());
     eprintln!("svm: node {me}: refused a connection from {from}: {why}");
-}
-
-/// Accepts connections until `want(rank)` is satisfied for every expected rank; strangers are
-/// refused and logged.
-fn accept_peers(
-    me: NodeId,
-    listener: &TcpListener,
-    boot: &Bootstrap,
-    mut expected: Vec<NodeId>,
-    deadline: Instant,
-    mut on_peer: impl FnMut(NodeId, String, TcpStream) -> Result<(), CommError>,
-) -> Result<(), CommError> {
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| setup(me, format!("listener: {e}")))?;
-    while !expected.is_empty() {
-        if Instant::now() >= deadline {
-            return Err(setup(
-                me,
-                format!("timed out waiting for nodes {expected:?} to connect (are they running? same SVM_JOB_KEY?)"),
-            ));
-        }
-        let (mut stream, addr) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
-                continue;
-            }
-            Err(e) => return Err(setup(me, format!("accept failed: {e}"))),
-        };
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-        match read_frame(&mut stream).and_then(|(m, _)| check_hello(&m, &boot.job_key, boot.size)) {
-            Ok((rank, listen)) if expected.contains(&rank) => {
-                expected.retain(|r| *r != rank);
-                on_peer(rank, listen, stream)?;
-            }
-            Ok((rank, _)) => log_refusal(
-                me,
-                Some(addr),
-                &format!("unexpected or duplicate rank {rank}"),
-            ),
-            Err(why) => log_refusal(me, Some(addr), &why),
-        }
-    }
-    listener
-        .set_nonblocking(false)
-        .map_err(|e| setup(me, format!("listener: {e}")))?;
-    Ok(())
-}
-
-fn connect_retry(me: NodeId, addr: &str, deadline: Instant) -> Result<TcpStream, CommError> {
-    let mut last = String::new();
-    loop {
-        let addrs: Vec<SocketAddr> = match addr.to_socket_addrs() {
-            Ok(a) => a.collect(),
-            Err(e) => return Err(setup(me, format!("cannot resolve {addr}: {e}"))),
-        };
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
-                Ok(s) => return Ok(s),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        if Instant::now() >= deadline {
-            return Err(setup(
-                me,
-                format!("could not connect to {addr}: {last} (is rank 0 running? check SVM_COORD)"),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Builds the full mesh for this node. `timeout` bounds the whole setup.
-///
-/// `inherited` is rank 0's rendezvous listener when the launcher passed one (`SVM_COORD_FD`;
-/// turning the raw descriptor into a listener is the caller's job, in svm-core's `sys`).
-pub fn establish(
-    boot: &Bootstrap,
-    inherited: Option<TcpListener>,
-    timeout: Duration,
-) -> Result<Mesh, CommError> {
-    let me = boot.rank;
-    let n = boot.size as usize;
-    let deadline = Instant::now() + timeout;
-    let coord = boot.coord.clone().unwrap_or_default();
-    let listener = if me == 0 {
-        match inherited {
-            Some(l) => l,
-            None => TcpListener::bind(&coord).map_err(|e| {
-                setup(me, format!("cannot listen on SVM_COORD={coord}: {e} (port in use? choose another SVM_COORD)"))
-            })?,
-        }
-    } else {
-        TcpListener::bind((boot.listen.as_str(), 0)).map_err(|e| {
-            setup(
-                me,
-                format!("cannot listen on SVM_LISTEN={}: {e}", boot.listen),
-            )
-        })?
-    };
-    let my_addr = listener
-        .local_addr()
-        .map_err(|e| setup(me, e.to_string()))?;
-    let hello = Msg::Hello {
-        rank: me,
-        size: boot.size,
-        key: boot.job_key,
-        listen: my_addr.to_string(),
-    };
-    let mut links: Vec<Option<TcpLink>> = (0..n).map(|_| None).collect();
-    let all_addrs: Vec<String>;
-    let link = |peer: NodeId, s: TcpStream| {
-        TcpLink::new(me, peer, s).map_err(|e| setup(me, e.to_string()))
-    };
-
-    if me == 0 {
-        let mut addrs = vec![String::new(); n];
-        addrs[0] = my_addr.to_string();
-        let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
-        accept_peers(
-            me,
-            &listener,
-            boot,
-            (1..boot.size).collect(),
-            deadline,
-            |rank, listen, s| {
-                addrs[rank as usize] = listen;
-                streams[rank as usize] = Some(s);
-                Ok(())
-            },
-        )?;
-        let table = Msg::PeerTable {
-            addrs: addrs.clone(),
-        };
-        all_addrs = addrs;
-        for (rank, s) in streams.into_iter().enumerate() {
-            if let Some(mut s) = s {
-                write_msg(&mut s, me, &table).map_err(|e| {
-                    setup(me, format!("sending the peer table to node {rank}: {e}"))
-                })?;
-                links[rank] = Some(link(rank as NodeId, s)?);
-            }
-        }
-    } else {
-        let mut s = connect_retry(me, &coord, deadline)?;
-        write_msg(&mut s, me, &hello).map_err(|e| setup(me, format!("greeting rank 0: {e}")))?;
-        let _ = s.set_read_timeout(Some(
-            deadline
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1)),
-        ));
-        let addrs = match read_frame(&mut s) {
-            Ok((Msg::PeerTable { addrs }, _)) if addrs.len() == n => addrs,
-            Ok((m, _)) => {
-                return Err(setup(
-                    me,
-                    format!(
-                        "rank 0 answered with {} instead of the peer table",
-                        m.stat_name()
-                    ),
-                ))
-            }
-            Err(e) => {
-                return Err(setup(
-                    me,
-                    format!("rank 0 closed the handshake: {e} (wrong SVM_JOB_KEY?)"),
-                ))
-            }
-        };
-        links[0] = Some(link(0, s)?);
-        all_addrs = addrs.clone();
-        for (j, addr) in addrs.iter().enumerate().take(me as usize).skip(1) {
-            let mut s = connect_retry(me, addr, deadline)?;
-            write_msg(&mut s, me, &hello)
-                .map_err(|e| setup(me, format!("greeting node {j}: {e}")))?;
-            links[j] = Some(link(j as NodeId, s)?);
-        }
-        let later: Vec<NodeId> = ((me + 1)..boot.size).collect();
-        accept_peers(me, &listener, boot, later, deadline, |rank, _, s| {
-            links[rank as usize] = Some(link(rank, s)?);
-            Ok(())
-        })?;
-    }
-    Ok(Mesh {
-        links,
-        listener,
-        addrs: all_addrs,
-    })
 }
 
 /// After setup: refuses and logs every further connection attempt until the process exits.

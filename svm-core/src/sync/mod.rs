@@ -51,12 +51,27 @@ pub enum SyncEvent {
     },
 }
 
+/// A barrier as a user knows it: the id, or "the global barrier (svm::barrier)" for the one
+/// behind `svm::barrier()`, whose id is an internal number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BarrierName(pub u64);
+
+impl std::fmt::Display for BarrierName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == crate::node::GLOBAL_BARRIER {
+            f.write_str("the global barrier (svm::barrier)")
+        } else {
+            write!(f, "barrier {}", self.0)
+        }
+    }
+}
+
 /// Misuse of a lock or barrier by the application.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
     #[error("unlock of lock {lock} by a thread that does not hold it")]
     NotHolder { lock: u64 },
-    #[error("barrier {barrier} called with a participant count of 0")]
+    #[error("{} called with a participant count of 0", BarrierName(*barrier))]
     ZeroCount { barrier: u64 },
 }
 
@@ -487,10 +502,17 @@ impl SyncState {
     pub fn describe_barrier(&self, barrier: u64) -> String {
         match self.managed_barriers.get(&barrier) {
             Some(b) if b.arrived > 0 => format!(
-                "barrier {barrier} (managed here): {}/{} arrived, per node {:?}",
-                b.arrived, b.count, b.per_node
+                "{} (managed here): {}/{} arrived, per node {:?}",
+                BarrierName(barrier),
+                b.arrived,
+                b.count,
+                b.per_node
             ),
-            _ => format!("barrier {barrier} (manager node {})", self.manager(barrier)),
+            _ => format!(
+                "{} (manager node {})",
+                BarrierName(barrier),
+                self.manager(barrier)
+            ),
         }
     }
 

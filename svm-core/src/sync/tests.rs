@@ -396,3 +396,16 @@ fn lock_notices_are_collected_by_epoch() {
     net.nodes[1].clear_lock_notices();
     assert_eq!(net.nodes[1].lock_notice_count(), 0);
 }
+
+#[test]
+fn the_global_barrier_is_named_not_numbered() {
+    use super::BarrierName;
+    let global = BarrierName(crate::node::GLOBAL_BARRIER).to_string();
+    assert_eq!(global, "the global barrier (svm::barrier)");
+    assert_eq!(BarrierName(7).to_string(), "barrier 7");
+    let e = super::SyncError::ZeroCount {
+        barrier: crate::node::GLOBAL_BARRIER,
+    }
+    .to_string();
+    assert!(!e.contains("18446744073709551615"), "{e}");
+}

@@ -1,29 +1,110 @@
 //! The C ABI boundary of the personalities (`libsvm_splash`, `libsvm_smi`, `libsvm_cvm`,
 //! `libsvm_deck`): reading and writing through pointers a C program passed in.
 //!
-//! These functions are safe to call from Rust because the obligation they rest on belongs to the
-//! C caller of the exported function: the personality's header documents that pointers are
-//! NULL or valid for the access (as C APIs do). NULL is always checked and reported; anything
-//! else is taken at the C caller's word. Keeping every such dereference here keeps `unsafe` out
-//! of the personality crates.
+//! Two layers:
+//! - [`raw`]: `unsafe fn`s, each with a `# Safety` section stating exactly what the pointer
+//!   must be. Every dereference of a C pointer in the project is in there.
+//! - The safe entry points below, which the personality crates call (they contain no `unsafe`,
+//!   a project rule). Each validates what can be validated — NULL, a length whose byte size
+//!   overflows or whose range wraps the address space, and, for handles, that the pointer is a
+//!   live handle of this library of the right type (a registry of handles) — and otherwise
+//!   relies on **the C caller's contract**, which the personality's header documents: a
+//!   non-NULL pointer to C memory is valid for the access for the duration of the call. That
+//!   contract is what the exported `extern "C"` functions rest on, as every C API does; these
+//!   entry points are only for pointers that came from C through such a function, never for
+//!   pointers made up in Rust (Rust code uses references).
 //!
 //! Three kinds of pointer cross the boundary:
 //! - **C memory** (out-parameters, arrays, buffers, strings): [`write_out`], [`read_in`],
 //!   [`read_array`], [`write_array`], [`copy_bytes`], [`bytes`], [`bytes_mut`], [`c_str`],
 //!   [`c_string`], [`args`]. The C caller guarantees the pointer is valid for the access.
 //! - **Handles** the library itself created with [`handle_new`] and gave to C as an opaque
-//!   pointer (`deck_msg_t *`): [`handle_ref`], [`handle_mut`], [`handle_take`]. The C caller
-//!   guarantees it passes back a live handle of this library (not yet destroyed, of the right
-//!   type) and does not use it from another thread during the call.
+//!   pointer (`deck_msg_t *`): [`handle_ref`], [`handle_mut`], [`handle_take`]. These check the
+//!   registry, so a stale, foreign or mistyped handle is refused (None) rather than used; the C
+//!   caller still guarantees it does not use one handle from two threads at once.
 //! - **`malloc` memory** the library hands to C (which may `free` it): [`malloc`], [`free`]. Here
 //!   [`free`] carries C's own contract: the pointer came from `malloc` and is freed once.
 //!
-//! That is also why clippy's `not_unsafe_ptr_arg_deref` is allowed here: these functions *are*
-//! the documented boundary where a C caller's pointer is trusted, exactly like the exported
-//! `extern "C"` functions that call them.
+//! That is also why clippy's `not_unsafe_ptr_arg_deref` is allowed here: the safe entry points
+//! *are* the documented boundary where a C caller's pointer is trusted, exactly like the
+//! exported `extern "C"` functions that call them.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+use std::any::TypeId;
+use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::Mutex;
+
+/// The unchecked primitives. Each is `unsafe`: the caller states why its `# Safety` holds.
+pub mod raw {
+    use std::ffi::{c_char, CStr};
+
+    /// Writes `v` to `p` (unaligned).
+    ///
+    /// # Safety
+    /// `p` is valid for writing a `T` (non-NULL, inside one allocation, not aliased by a live
+    /// reference).
+    pub unsafe fn write<T>(p: *mut T, v: T) {
+        // SAFETY: the caller's contract above.
+        unsafe { p.write_unaligned(v) }
+    }
+
+    /// Reads a `T` from `p` (unaligned).
+    ///
+    /// # Safety
+    /// `p` is valid for reading a `T`, and those bytes are a valid `T`.
+    pub unsafe fn read<T: Copy>(p: *const T) -> T {
+        // SAFETY: the caller's contract above.
+        unsafe { p.read_unaligned() }
+    }
+
+    /// Copies `len` bytes from `src` to `dst`; the ranges may overlap.
+    ///
+    /// # Safety
+    /// `src` is valid for reading and `dst` for writing `len` bytes.
+    pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
+        // SAFETY: the caller's contract above; `copy` allows overlap.
+        unsafe { std::ptr::copy(src, dst, len) }
+    }
+
+    /// `len` bytes at `p` as a slice.
+    ///
+    /// # Safety
+    /// `p` is non-NULL and valid for reading `len` bytes, which nobody modifies while the slice
+    /// lives (`'a`), and `len <= isize::MAX`.
+    pub unsafe fn slice<'a>(p: *const u8, len: usize) -> &'a [u8] {
+        // SAFETY: the caller's contract above.
+        unsafe { std::slice::from_raw_parts(p, len) }
+    }
+
+    /// `len` bytes at `p` as a mutable slice.
+    ///
+    /// # Safety
+    /// `p` is non-NULL and valid for reading and writing `len` bytes, which nobody else
+    /// accesses while the slice lives (`'a`), and `len <= isize::MAX`.
+    pub unsafe fn slice_mut<'a>(p: *mut u8, len: usize) -> &'a mut [u8] {
+        // SAFETY: the caller's contract above.
+        unsafe { std::slice::from_raw_parts_mut(p, len) }
+    }
+
+    /// The NUL-terminated string at `p`.
+    ///
+    /// # Safety
+    /// `p` is non-NULL and points to a NUL-terminated string that stays valid and unmodified
+    /// while the result lives (`'a`).
+    pub unsafe fn c_str<'a>(p: *const c_char) -> &'a CStr {
+        // SAFETY: the caller's contract above.
+        unsafe { CStr::from_ptr(p) }
+    }
+}
+
+/// Bytes of `len` elements of `T` starting at `p`, if that range neither overflows nor wraps the
+/// address space (what can be checked about a C range without touching it).
+fn range_ok<T>(p: *const T, len: usize) -> bool {
+    len.checked_mul(std::mem::size_of::<T>())
+        .filter(|b| *b <= isize::MAX as usize)
+        .is_some_and(|b| (p as usize).checked_add(b).is_some())
+}
 
 /// Writes `v` through a C out-parameter. Returns false (nothing written) for NULL.
 pub fn write_out<T>(p: *mut T, v: T) -> bool {
@@ -32,7 +113,7 @@ pub fn write_out<T>(p: *mut T, v: T) -> bool {
     }
     // SAFETY: non-NULL, and the C caller guarantees it points to writable storage for a `T`
     // (the exported function's documented contract).
-    unsafe { p.write_unaligned(v) };
+    unsafe { raw::write(p, v) };
     true
 }
 
@@ -42,7 +123,7 @@ pub fn read_in<T: Copy>(p: *const T) -> Option<T> {
         return None;
     }
     // SAFETY: non-NULL, and the C caller guarantees it points to a readable `T`.
-    Some(unsafe { p.read_unaligned() })
+    Some(unsafe { raw::read(p) })
 }
 
 /// Copies `len` elements from a C array. None for NULL with a non-zero length.
@@ -50,13 +131,14 @@ pub fn read_array<T: Copy>(p: *const T, len: usize) -> Option<Vec<T>> {
     if len == 0 {
         return Some(Vec::new());
     }
-    if p.is_null() {
+    if p.is_null() || !range_ok(p, len) {
         return None;
     }
     let mut v = Vec::with_capacity(len);
     for i in 0..len {
-        // SAFETY: the C caller guarantees `len` readable elements at `p`.
-        v.push(unsafe { p.add(i).read_unaligned() });
+        // SAFETY: the range does not wrap (checked), and the C caller guarantees `len` readable
+        // elements at `p`.
+        v.push(unsafe { raw::read(p.wrapping_add(i)) });
     }
     Some(v)
 }
@@ -66,12 +148,13 @@ pub fn write_array<T: Copy>(p: *mut T, src: &[T]) -> bool {
     if src.is_empty() {
         return true;
     }
-    if p.is_null() {
+    if p.is_null() || !range_ok(p, src.len()) {
         return false;
     }
     for (i, v) in src.iter().enumerate() {
-        // SAFETY: the C caller guarantees room for `src.len()` elements at `p`.
-        unsafe { p.add(i).write_unaligned(*v) };
+        // SAFETY: the range does not wrap (checked), and the C caller guarantees room for
+        // `src.len()` elements at `p`.
+        unsafe { raw::write(p.wrapping_add(i), *v) };
     }
     true
 }
@@ -81,12 +164,12 @@ pub fn copy_bytes(dst: *mut u8, src: *const u8, len: usize) -> bool {
     if len == 0 {
         return true;
     }
-    if dst.is_null() || src.is_null() {
+    if dst.is_null() || src.is_null() || !range_ok(dst, len) || !range_ok(src, len) {
         return false;
     }
-    // SAFETY: the C caller guarantees both ranges are valid for `len` bytes; `copy` allows
-    // overlap.
-    unsafe { std::ptr::copy(src, dst, len) };
+    // SAFETY: the ranges do not wrap (checked), and the C caller guarantees both are valid for
+    // `len` bytes.
+    unsafe { raw::copy(dst, src, len) };
     true
 }
 
@@ -95,12 +178,13 @@ pub fn bytes<'a>(p: *const u8, len: usize) -> Option<&'a [u8]> {
     if len == 0 {
         return Some(&[]);
     }
-    if p.is_null() {
+    if p.is_null() || !range_ok(p, len) {
         return None;
     }
-    // SAFETY: the C caller guarantees `len` readable bytes that stay valid and unmodified for
-    // the duration of the exported call that uses the slice.
-    Some(unsafe { std::slice::from_raw_parts(p, len) })
+    // SAFETY: non-NULL, at most isize::MAX bytes without wrapping (checked), and the C caller
+    // guarantees `len` readable bytes that stay valid and unmodified for the duration of the
+    // exported call that uses the slice.
+    Some(unsafe { raw::slice(p, len) })
 }
 
 /// Borrows `len` bytes of a C buffer mutably for the duration of a call.
@@ -108,12 +192,13 @@ pub fn bytes_mut<'a>(p: *mut u8, len: usize) -> Option<&'a mut [u8]> {
     if len == 0 {
         return Some(&mut []);
     }
-    if p.is_null() {
+    if p.is_null() || !range_ok(p, len) {
         return None;
     }
-    // SAFETY: the C caller guarantees `len` writable bytes, not accessed by anyone else during
-    // the exported call that uses the slice.
-    Some(unsafe { std::slice::from_raw_parts_mut(p, len) })
+    // SAFETY: non-NULL, at most isize::MAX bytes without wrapping (checked), and the C caller
+    // guarantees `len` writable bytes, not accessed by anyone else during the exported call
+    // that uses the slice.
+    Some(unsafe { raw::slice_mut(p, len) })
 }
 
 /// Borrows a NUL-terminated C string for the duration of a call (no UTF-8 conversion, for
@@ -124,7 +209,7 @@ pub fn c_str<'a>(p: *const c_char) -> Option<&'a CStr> {
     }
     // SAFETY: non-NULL, and the C caller guarantees a NUL-terminated string that stays valid
     // and unmodified for the duration of the exported call that uses it.
-    Some(unsafe { CStr::from_ptr(p) })
+    Some(unsafe { raw::c_str(p) })
 }
 
 /// Reads a NUL-terminated C string (lossy UTF-8). None for NULL.
@@ -132,8 +217,9 @@ pub fn c_string(p: *const c_char) -> Option<String> {
     if p.is_null() {
         return None;
     }
-    // SAFETY: non-NULL, and the C caller guarantees a NUL-terminated string.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    // SAFETY: non-NULL, and the C caller guarantees a NUL-terminated string (used only inside
+    // this call).
+    Some(unsafe { raw::c_str(p) }.to_string_lossy().into_owned())
 }
 
 /// Reads `argv[0..argc]` as strings.
@@ -145,48 +231,81 @@ pub fn args(argc: i32, argv: *const *const c_char) -> Vec<String> {
         .collect()
 }
 
+/// Live handles: address → type. A handle is registered by [`handle_new`] and removed by
+/// [`handle_take`], so the other handle functions can refuse anything else.
+static HANDLES: Mutex<Option<HashMap<usize, TypeId>>> = Mutex::new(None);
+
+fn live_handle<T: 'static>(p: *const T) -> bool {
+    !p.is_null()
+        && HANDLES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|h| h.get(&(p as usize)) == Some(&TypeId::of::<T>()))
+}
+
 /// Moves `v` to the heap and returns it as an opaque handle for C. It stays alive until
 /// [`handle_take`] is called on it.
-pub fn handle_new<T>(v: T) -> *mut T {
-    Box::into_raw(Box::new(v))
+pub fn handle_new<T: 'static>(v: T) -> *mut T {
+    let p = Box::into_raw(Box::new(v));
+    HANDLES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(p as usize, TypeId::of::<T>());
+    p
 }
 
 /// Borrows the value behind a handle from [`handle_new`] for the duration of a call. None for
-/// NULL.
+/// NULL, and for anything that is not a live handle of this `T`.
 ///
-/// The C caller's obligation: `p` is NULL or a live handle from [`handle_new`] of this `T` (not
-/// yet given to [`handle_take`]), and nothing mutates or destroys it during the call.
-pub fn handle_ref<'a, T>(p: *const T) -> Option<&'a T> {
-    // SAFETY: by the C caller's obligation a non-NULL `p` came from `Box::into_raw` of a `T`
-    // (aligned, initialised, alive) and is not mutated or freed while the reference is used;
-    // `as_ref` checks NULL.
-    unsafe { p.as_ref() }
+/// The C caller's obligation: nothing mutates or destroys the handle during the call (no other
+/// thread uses it at the same time).
+pub fn handle_ref<'a, T: 'static>(p: *const T) -> Option<&'a T> {
+    if !live_handle(p) {
+        return None;
+    }
+    // SAFETY: `p` is a live handle of this `T` (checked in the registry): it came from
+    // `Box::into_raw` of a `T` (aligned, initialised, not yet freed), and by the C caller's
+    // obligation it is not mutated or freed while the reference is used.
+    Some(unsafe { &*p })
 }
 
 /// Borrows the value behind a handle from [`handle_new`] mutably for the duration of a call.
-/// None for NULL.
+/// None for NULL, and for anything that is not a live handle of this `T`.
 ///
-/// The C caller's obligation: `p` is NULL or a live handle from [`handle_new`] of this `T` (not
-/// yet given to [`handle_take`]), not used by anyone else (another thread, or another argument
-/// of the same call) during the call.
-pub fn handle_mut<'a, T>(p: *mut T) -> Option<&'a mut T> {
-    // SAFETY: by the C caller's obligation a non-NULL `p` came from `Box::into_raw` of a `T`
-    // (aligned, initialised, alive) and nothing else accesses it while the reference is used;
-    // `as_mut` checks NULL.
-    unsafe { p.as_mut() }
+/// The C caller's obligation: the handle is not used by anyone else (another thread, or another
+/// argument of the same call) during the call.
+pub fn handle_mut<'a, T: 'static>(p: *mut T) -> Option<&'a mut T> {
+    if !live_handle(p) {
+        return None;
+    }
+    // SAFETY: `p` is a live handle of this `T` (checked in the registry): it came from
+    // `Box::into_raw` of a `T`, and by the C caller's obligation nothing else accesses it while
+    // the reference is used.
+    Some(unsafe { &mut *p })
 }
 
 /// Takes back ownership of a handle from [`handle_new`] (to drop it, typically). None for
-/// NULL.
+/// NULL, and for anything that is not a live handle of this `T` (a second take included).
 ///
-/// The C caller's obligation: `p` is NULL or a live handle from [`handle_new`] of this `T`,
-/// taken once and never used again afterwards.
-pub fn handle_take<T>(p: *mut T) -> Option<Box<T>> {
-    if p.is_null() {
+/// The C caller's obligation: no other thread uses the handle during the call.
+pub fn handle_take<T: 'static>(p: *mut T) -> Option<Box<T>> {
+    let removed = !p.is_null()
+        && HANDLES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .is_some_and(|h| match h.get(&(p as usize)) {
+                Some(t) if *t == TypeId::of::<T>() => h.remove(&(p as usize)).is_some(),
+                _ => false,
+            });
+    if !removed {
         return None;
     }
-    // SAFETY: by the C caller's obligation `p` came from `Box::into_raw` of a `Box<T>` in
-    // `handle_new`, is still alive and is taken only this once, so ownership returns to a Box.
+    // SAFETY: `p` was a live handle of this `T` and has just been removed from the registry
+    // (so this is the only take): it came from `Box::into_raw` of a `Box<T>` in `handle_new`,
+    // and ownership returns to a Box.
     Some(unsafe { Box::from_raw(p) })
 }
 
@@ -237,6 +356,32 @@ mod tests {
             c_str(c"\xff".as_ptr()).map(|c| c.to_str().is_err()),
             Some(true)
         );
+    }
+
+    #[test]
+    fn ranges_that_wrap_or_overflow_are_refused() {
+        let p = usize::MAX as *const u64;
+        assert_eq!(read_array(p.wrapping_sub(1), 4), None);
+        assert_eq!(bytes(usize::MAX as *const u8, 2), None);
+        assert_eq!(read_array(std::ptr::dangling::<u64>(), usize::MAX / 4), None);
+        assert!(!copy_bytes(usize::MAX as *mut u8, 8 as *const u8, 2));
+    }
+
+    #[test]
+    fn only_live_handles_of_the_right_type_are_used() {
+        let h = handle_new(41u32);
+        assert_eq!(handle_ref(h).copied(), Some(41));
+        if let Some(v) = handle_mut(h) {
+            *v += 1;
+        }
+        // The same address as another type, or an address that is no handle: refused.
+        assert!(handle_ref(h.cast::<u64>()).is_none());
+        let x = 5u32;
+        assert!(handle_ref(&x as *const u32).is_none());
+        assert_eq!(handle_take(h).map(|b| *b), Some(42));
+        // Taken: no longer live (a second take or a use after destroy is refused).
+        assert!(handle_take(h).is_none());
+        assert!(handle_ref(h).is_none());
     }
 
     #[test]

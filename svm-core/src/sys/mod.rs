@@ -23,7 +23,7 @@ pub enum SysError {
          free range with SVM_SPACE_BASE (and SVM_SPACE_SIZE)"
     )]
     WindowTaken { base: usize, end: usize },
-    #[error("{call} failed: {errno}")]
+    #[error("{call} failed: {errno}{}", errno_hint(*errno))]
     Call {
         call: &'static str,
         errno: nix::errno::Errno,
@@ -33,6 +33,26 @@ pub enum SysError {
          splits a mapping per page; raise the sysctl vm.max_map_count or use SVM_FAULT=uffd"
     )]
     MapCountExhausted { max_map_count: String },
+}
+
+/// What an errno usually means for the runtime's calls, and what to do about it.
+fn errno_hint(errno: nix::errno::Errno) -> &'static str {
+    use nix::errno::Errno;
+    match errno {
+        Errno::ENOMEM => {
+            " (out of memory or address space: check `ulimit -v`, or choose a smaller \
+             SVM_SPACE_SIZE)"
+        }
+        Errno::EPERM | Errno::EACCES => {
+            " (not permitted: for userfaultfd see vm.unprivileged_userfaultfd, or use \
+             SVM_FAULT=segv)"
+        }
+        Errno::EAGAIN => " (the resource was busy or the wait timed out; try again)",
+        Errno::EMFILE | Errno::ENFILE => " (too many open files: raise `ulimit -n`)",
+        Errno::EINVAL => " (an argument the kernel does not accept on this machine)",
+        Errno::ENOSYS => " (the kernel does not support this call)",
+        _ => "",
+    }
 }
 
 fn call(call: &'static str) -> impl FnOnce(nix::errno::Errno) -> SysError {
@@ -665,11 +685,66 @@ pub fn fn_addr(f: extern "C" fn()) -> usize {
     f as usize
 }
 
-/// The C function at `addr`, which must come from [`fn_addr`] on a node running the same
-/// executable at the same addresses (the personalities check this at start).
-pub fn fn_from_addr(addr: usize) -> extern "C" fn() {
-    assert!(addr != 0, "null function address");
-    // SAFETY: per the contract above, `addr` is the address of an `extern "C" fn()` of this
-    // executable, loaded at the same address as on the node that sent it.
+/// The C function at `addr`.
+///
+/// # Safety
+/// `addr` is the address of an `extern "C" fn()` of this process: it came from [`fn_addr`] on a
+/// node running the same executable at the same addresses (the personalities check this at
+/// start, and svmrun turns address randomization off).
+pub unsafe fn fn_from_addr(addr: usize) -> extern "C" fn() {
+    // SAFETY: per the contract above, `addr` is the address of an `extern "C" fn()` (non-zero,
+    // so the non-nullable fn pointer is valid).
     unsafe { std::mem::transmute::<usize, extern "C" fn()>(addr) }
+}
+
+/// Whether `addr` lies in an executable mapping of this process (`/proc/self/maps`).
+fn in_executable_mapping(addr: usize) -> bool {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return false;
+    };
+    maps.lines().any(|l| {
+        let mut w = l.split_whitespace();
+        let (Some(range), Some(perms)) = (w.next(), w.next()) else {
+            return false;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            return false;
+        };
+        let parse = |x: &str| usize::from_str_radix(x, 16).ok();
+        perms.as_bytes().get(2) == Some(&b'x')
+            && matches!((parse(a), parse(b)), (Some(a), Some(b)) if a <= addr && addr < b)
+    })
+}
+
+/// [`fn_from_addr`] for an address another node sent: checks what can be checked — non-zero and
+/// inside this process's executable code — and otherwise relies on the personalities' start-up
+/// check that every node runs the same executable at the same addresses. None if the check
+/// fails.
+pub fn c_fn_at(addr: usize) -> Option<extern "C" fn()> {
+    if addr == 0 || !in_executable_mapping(addr) {
+        return None;
+    }
+    // SAFETY: `addr` is inside executable code of this process (checked), and it came from
+    // `fn_addr` of the same function on a node running this executable at the same addresses
+    // (checked at start by the personalities), so it is that `extern "C" fn()`.
+    Some(unsafe { fn_from_addr(addr) })
+}
+
+#[cfg(test)]
+mod errno_tests {
+    #[test]
+    fn errno_values_are_explained() {
+        let e = super::SysError::Call {
+            call: "mmap",
+            errno: nix::errno::Errno::ENOMEM,
+        }
+        .to_string();
+        assert!(e.contains("SVM_SPACE_SIZE"), "{e}");
+        let e = super::SysError::Call {
+            call: "userfaultfd",
+            errno: nix::errno::Errno::EPERM,
+        }
+        .to_string();
+        assert!(e.contains("SVM_FAULT=segv"), "{e}");
+    }
 }

@@ -14,11 +14,33 @@ use super::{futex, signal_eventfd, SysError};
 /// free slot).
 pub const MAX_SLOTS: usize = 256;
 
-pub const FREE: u32 = 0;
-const CLAIMED: u32 = 1;
-pub const POSTED: u32 = 2;
-pub const TAKEN: u32 = 3;
-pub const DONE: u32 = 4;
+/// The life of a fault slot. Transitions (who makes them):
+///
+/// ```text
+/// Free --claim (handler, CAS)--> Claimed --post (handler)--> Posted --take (engine, CAS)--> Taken
+///   ^                                                                                         |
+///   +------------------- release (handler, after it saw Done) <-- Done <--complete (engine)---+
+/// ```
+///
+/// Only the handler that claimed a slot writes its data and moves it to `Posted` and back to
+/// `Free`; only the engine moves it from `Posted` to `Taken` to `Done`. The CASes make the
+/// claim and the take exclusive. `tests::handshake_every_interleaving` checks this by running
+/// every interleaving of two faulting threads and the engine on one slot.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotState {
+    Free = 0,
+    Claimed = 1,
+    Posted = 2,
+    Taken = 3,
+    Done = 4,
+}
+
+impl SlotState {
+    const fn word(self) -> u32 {
+        self as u32
+    }
+}
 
 /// One in-flight fault.
 pub struct Slot {
@@ -31,7 +53,7 @@ pub struct Slot {
 
 #[allow(clippy::declare_interior_mutable_const)]
 const SLOT_INIT: Slot = Slot {
-    state: AtomicU32::new(FREE),
+    state: AtomicU32::new(SlotState::Free.word()),
     addr: AtomicUsize::new(0),
     write: AtomicU32::new(0),
     posted_ns: AtomicU64::new(0),
@@ -49,6 +71,8 @@ static RANGE_START: [AtomicUsize; MAX_RANGES] = [ZERO; MAX_RANGES];
 static RANGE_END: [AtomicUsize; MAX_RANGES] = [ZERO; MAX_RANGES];
 
 fn managed(addr: usize) -> bool {
+    // Acquire: pairs with `install`'s Release stores (end cleared first, so a range being
+    // replaced is never seen with a new start and an old end).
     (0..MAX_RANGES).any(|i| {
         addr >= RANGE_START[i].load(Ordering::Acquire)
             && addr < RANGE_END[i].load(Ordering::Acquire)
@@ -79,10 +103,13 @@ pub fn install(ranges: &[(usize, usize)], event_fd: i32) -> Result<(), SysError>
     }
     for i in 0..MAX_RANGES {
         let (b, s) = ranges.get(i).copied().unwrap_or((0, 0));
+        // Release, end first: a handler running meanwhile sees an empty range rather than a
+        // new start with an old end.
         RANGE_END[i].store(0, Ordering::Release);
         RANGE_START[i].store(b, Ordering::Release);
         RANGE_END[i].store(b + s, Ordering::Release);
     }
+    // Release: publishes the ranges above to the handler's Acquire load of EVENT_FD.
     EVENT_FD.store(event_fd, Ordering::Release);
     if PREVIOUS.get().is_some() {
         return Ok(());
@@ -109,11 +136,13 @@ pub fn install(ranges: &[(usize, usize)], event_fd: i32) -> Result<(), SysError>
 
 /// Whether the handler is currently serving a window (faults are posted to an engine).
 pub fn active() -> bool {
+    // Acquire: pairs with `install`'s and `deactivate`'s Release stores.
     EVENT_FD.load(Ordering::Acquire) >= 0
 }
 
 /// Stops posting faults (at shutdown): later faults in the window go to the previous handler.
 pub fn deactivate() {
+    // Release: nothing to publish beyond the value; kept symmetric with `install`.
     EVENT_FD.store(-1, Ordering::Release);
 }
 
@@ -155,6 +184,7 @@ fn is_write(ctx: *mut libc::c_void) -> bool {
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
+    // Acquire: pairs with `install`'s Release store, after the ranges were published.
     let fd = EVENT_FD.load(Ordering::Acquire);
     if fd < 0 || !managed(addr) {
         chain(sig, info, ctx);
@@ -166,17 +196,23 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let write = is_write(ctx);
     let slot = claim();
     let s = &SLOTS[slot];
+    // Relaxed: the data is published by the Release store of `Posted` below, and the engine
+    // reads it only after its AcqRel CAS from `Posted` has seen that store.
     s.addr.store(addr, Ordering::Relaxed);
     s.write.store(write as u32, Ordering::Relaxed);
     s.posted_ns.store(now_ns(), Ordering::Relaxed);
-    s.state.store(POSTED, Ordering::Release);
+    // Release: publishes addr/write/posted_ns to the engine's take.
+    s.state.store(SlotState::Posted.word(), Ordering::Release);
     signal_eventfd(fd);
     // Spin briefly, then sleep on the slot until the engine resolves the fault. The engine
     // enforces the deadline (SVM_TIMEOUT) and ends the process with a diagnostic.
     let mut spins = 0u32;
     loop {
+        // Acquire: pairs with the engine's Release store of `Done`, so everything the engine
+        // did to resolve the fault (the page's contents and protection) happens before the
+        // retried access.
         let st = s.state.load(Ordering::Acquire);
-        if st == DONE {
+        if st == SlotState::Done.word() {
             break;
         }
         if spins < futex::SPINS {
@@ -186,7 +222,9 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             futex::wait(&s.state, st, Some(std::time::Duration::from_millis(200)));
         }
     }
-    s.state.store(FREE, Ordering::Release);
+    // Release: our reads of the slot are done before another thread's claim (its AcqRel CAS
+    // from `Free`) can reuse it.
+    s.state.store(SlotState::Free.word(), Ordering::Release);
     // SAFETY: see above.
     unsafe { *libc::__errno_location() = saved_errno };
 }
@@ -195,10 +233,19 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 fn claim() -> usize {
     loop {
         for (i, s) in SLOTS.iter().enumerate() {
+            // AcqRel on success: acquires the previous owner's release of the slot; Relaxed on
+            // failure: a busy slot tells us nothing we use.
             if s.state
-                .compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(
+                    SlotState::Free.word(),
+                    SlotState::Claimed.word(),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
             {
+                // AcqRel: the engine's Acquire load of SLOTS_USED then covers this slot before
+                // it can see the slot `Posted` (which is stored after this, in program order).
                 SLOTS_USED.fetch_max(i + 1, Ordering::AcqRel);
                 return i;
             }
@@ -243,16 +290,26 @@ fn restore_default(sig: libc::c_int) {
 /// Engine side: marks a slot done and wakes its thread.
 pub fn complete(slot: usize) {
     let s = &SLOTS[slot];
-    s.state.store(DONE, Ordering::Release);
+    // Release: the engine's work on the fault (page contents, protection) happens before the
+    // handler's Acquire load sees `Done`.
+    s.state.store(SlotState::Done.word(), Ordering::Release);
     futex::wake(&s.state, 1);
 }
 
 /// Engine side: takes every posted fault, calling `f(slot, addr, write, posted_ns)`.
 pub fn take_posted(mut f: impl FnMut(usize, usize, bool, u64)) {
+    // Acquire: pairs with the handlers' AcqRel fetch_max (see `claim`).
     let used = SLOTS_USED.load(Ordering::Acquire);
     for (i, s) in SLOTS[..used].iter().enumerate() {
+        // AcqRel on success: acquires the handler's Release store of `Posted` (so the Relaxed
+        // loads of the data below see what it wrote); Relaxed on failure: nothing to read.
         if s.state
-            .compare_exchange(POSTED, TAKEN, Ordering::AcqRel, Ordering::Relaxed)
+            .compare_exchange(
+                SlotState::Posted.word(),
+                SlotState::Taken.word(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
             .is_ok()
         {
             f(
@@ -262,5 +319,179 @@ pub fn take_posted(mut f: impl FnMut(usize, usize, bool, u64)) {
                 s.posted_ns.load(Ordering::Relaxed),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! An exhaustive interleaving test of the slot handshake: two faulting threads and the
+    //! engine on one slot, every atomic step of each an explicit transition, and a depth-first
+    //! search over every order in which they can run (sequentially consistent steps; the
+    //! orderings are argued in the comments above). Invariants: the engine takes only a posted
+    //! fault and reads exactly what its poster wrote; a thread leaves only after its own fault
+    //! was completed; at most one thread owns the slot; every schedule ends with both faults
+    //! served.
+    use super::SlotState::{self, *};
+
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    enum H {
+        Claim,
+        Write,
+        Post,
+        Wait,
+        Release,
+        Out,
+    }
+
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    enum E {
+        Take,
+        Complete,
+    }
+
+    #[derive(Clone, PartialEq, Eq, Debug)]
+    struct World {
+        state: SlotState,
+        data: u32,
+        handlers: [H; 2],
+        /// What each thread's fault was answered with (the data the engine read for it).
+        served: [Option<u32>; 2],
+        engine: E,
+        /// Data the engine read in its current take.
+        taken: Option<u32>,
+        /// The thread that owns the slot (claimed, not yet released).
+        owner: Option<usize>,
+    }
+
+    fn step_handler(w: &World, t: usize) -> Option<World> {
+        let mut n = w.clone();
+        match w.handlers[t] {
+            H::Claim => {
+                // The CAS Free -> Claimed; a failed CAS is a retry (no state change).
+                if w.state != Free {
+                    return None;
+                }
+                assert!(w.owner.is_none(), "slot claimed twice: {w:?}");
+                n.state = Claimed;
+                n.owner = Some(t);
+                n.handlers[t] = H::Write;
+            }
+            H::Write => {
+                n.data = 100 + t as u32;
+                n.handlers[t] = H::Post;
+            }
+            H::Post => {
+                n.state = Posted;
+                n.handlers[t] = H::Wait;
+            }
+            H::Wait => {
+                if w.state != Done {
+                    return None;
+                }
+                n.handlers[t] = H::Release;
+            }
+            H::Release => {
+                assert_eq!(w.owner, Some(t), "released a slot it does not own: {w:?}");
+                n.state = Free;
+                n.owner = None;
+                n.handlers[t] = H::Out;
+            }
+            H::Out => return None,
+        }
+        Some(n)
+    }
+
+    fn step_engine(w: &World) -> Option<World> {
+        let mut n = w.clone();
+        match w.engine {
+            E::Take => {
+                if w.state != Posted {
+                    return None;
+                }
+                n.state = Taken;
+                n.taken = Some(w.data);
+                n.engine = E::Complete;
+            }
+            E::Complete => {
+                let owner = w.owner.expect("a taken slot has an owner");
+                let got = w.taken.expect("completing without a take");
+                assert_eq!(
+                    got,
+                    100 + owner as u32,
+                    "engine read another thread's fault"
+                );
+                n.served[owner] = Some(got);
+                n.state = Done;
+                n.taken = None;
+                n.engine = E::Take;
+            }
+        }
+        Some(n)
+    }
+
+    fn explore(w: &World, seen: &mut std::collections::HashSet<String>, ends: &mut usize) {
+        if !seen.insert(format!("{w:?}")) {
+            return;
+        }
+        let mut moved = false;
+        for t in 0..2 {
+            if let Some(n) = step_handler(w, t) {
+                if n.handlers[t] == H::Release {
+                    assert_eq!(
+                        n.served[t],
+                        Some(100 + t as u32),
+                        "left before served: {n:?}"
+                    );
+                }
+                moved = true;
+                explore(&n, seen, ends);
+            }
+        }
+        if let Some(n) = step_engine(w) {
+            moved = true;
+            explore(&n, seen, ends);
+        }
+        if !moved {
+            // No step possible: it must be the end, with both faults served.
+            assert_eq!(w.handlers, [H::Out, H::Out], "stuck: {w:?}");
+            assert_eq!(w.served, [Some(100), Some(101)]);
+            assert_eq!(w.state, Free);
+            *ends += 1;
+        }
+    }
+
+    #[test]
+    fn handshake_every_interleaving() {
+        let start = World {
+            state: Free,
+            data: 0,
+            handlers: [H::Claim, H::Claim],
+            served: [None, None],
+            engine: E::Take,
+            taken: None,
+            owner: None,
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut ends = 0;
+        explore(&start, &mut seen, &mut ends);
+        assert!(
+            ends >= 1 && seen.len() > 20,
+            "{} states, {ends} ends",
+            seen.len()
+        );
+    }
+
+    #[test]
+    fn states_are_distinct_words() {
+        let all = [Free, Claimed, Posted, Taken, Done];
+        for (i, a) in all.iter().enumerate() {
+            assert_eq!(a.word(), i as u32);
+        }
+        assert_eq!(
+            super::SLOTS[0]
+                .state
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
     }
 }

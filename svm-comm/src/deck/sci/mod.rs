@@ -293,13 +293,33 @@ impl Geometry {
 
 /// Segment file name of `rank` in the job with key `key`.
 pub fn segment_path(dir: &std::path::Path, key: &[u8], rank: NodeId) -> PathBuf {
+    dir.join(format!("{}{rank}", job_file_prefix(key)))
+}
+
+/// The start of the name of every file (segment or pipe) a job with this key makes in the
+/// DECK-SCI directory (`/dev/shm`): a launcher removes what a killed job left behind with it.
+pub fn job_file_prefix(key: &[u8]) -> String {
     // FNV-1a: the name only has to tell jobs apart; the file itself is 0600.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in key {
         h ^= *b as u64;
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    dir.join(format!("svm-deck-{h:016x}-{rank}"))
+    format!("svm-deck-{h:016x}-")
+}
+
+/// Removes every file in `dir` whose name starts with the prefix of the job `key`; returns how
+/// many it removed. For the launcher, once every node of the job has ended.
+pub fn remove_job_files(dir: &std::path::Path, key: &[u8]) -> usize {
+    let prefix = job_file_prefix(key);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
 }
 
 /// Path of the named pipe through which node `from` signals node `to` (created by `to`).

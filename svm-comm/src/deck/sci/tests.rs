@@ -40,7 +40,8 @@ fn boot(rank: NodeId, size: NodeId, key: [u8; 32]) -> Bootstrap {
         coord: None,
         coord_fd: None,
         job_key: key,
-        listen: String::new(),
+        listen: None,
+        advertise: None,
     }
 }
 
