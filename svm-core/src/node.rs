@@ -1134,6 +1134,9 @@ impl Node {
             );
             n.release_all(st, token, false);
         });
+        if r == WaitResult::Released && crate::profile::on() {
+            crate::profile::lock_released();
+        }
         r == WaitResult::Released
     }
 

@@ -136,6 +136,11 @@ pub fn lock_acquired(id: u64, t0: u64) {
     with(|r| r.lock_acquired(id, t0, now));
 }
 
+/// A thread of this node released a lock.
+pub fn lock_released() {
+    with(|r| r.locks_held = r.locks_held.saturating_sub(1));
+}
+
 /// The calling thread waited at barrier `id` from `t0` (monotonic ns) until now.
 pub fn barrier_passed(id: u64, t0: u64) {
     let now = now_ns();

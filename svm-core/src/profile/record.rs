@@ -23,6 +23,8 @@ struct PageRec {
     write_faults: u64,
     /// Write faults on a page this node held readable after reading it (read, then write).
     upgrades: u64,
+    /// Write faults taken while a thread of this node held a lock.
+    locked_writes: u64,
     remote_faults: u64,
     fault_ns: u64,
     fetches: u64,
@@ -64,6 +66,8 @@ pub struct Recorder {
     barrier_wait_ns: u64,
     trace: Option<TraceBuf>,
     scratch: Vec<u8>,
+    /// Locks the threads of this node hold now.
+    pub(super) locks_held: u64,
 }
 
 impl Recorder {
@@ -94,6 +98,7 @@ impl Recorder {
             lock_wait_ns: 0,
             barrier_wait_ns: 0,
             scratch: vec![0; page_size],
+            locks_held: 0,
         }
     }
 
@@ -107,6 +112,8 @@ impl Recorder {
             p.write_faults += 1;
             if before == Access::Read && p.read_since_loss {
                 p.upgrades += 1;
+            } else if self.locks_held > 0 {
+                p.locked_writes += 1;
             }
         } else {
             p.read_faults += 1;
@@ -248,6 +255,7 @@ impl Recorder {
         let real = self.real(now);
         let l = self.locks.entry(id).or_default();
         l.acquisitions += 1;
+        self.locks_held += 1;
         l.wait_ns += dt;
         l.hist.record(dt);
         if l.grants.len() < MAX_GRANTS {
@@ -313,6 +321,7 @@ impl Recorder {
                 read_faults: r.read_faults,
                 write_faults: r.write_faults,
                 upgrades: r.upgrades,
+                locked_writes: r.locked_writes,
                 remote_faults: r.remote_faults,
                 fault_ns: r.fault_ns,
                 fetches: r.fetches,
@@ -435,6 +444,9 @@ pub struct PagePart {
     pub read_faults: u64,
     pub write_faults: u64,
     pub upgrades: u64,
+    /// Write faults taken while a thread of this node held a lock (and not upgrades).
+    #[serde(default)]
+    pub locked_writes: u64,
     pub remote_faults: u64,
     pub fault_ns: u64,
     pub fetches: u64,

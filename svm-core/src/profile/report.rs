@@ -68,10 +68,10 @@ fn overlaps(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
 /// 1. touched (faulted, fetched or written) by at most one node: private;
 /// 2. no node changed a byte: read-mostly;
 /// 3. two or more nodes changed bytes, no byte changed by two of them: false sharing;
-/// 4. two or more writers share a changed byte: migratory if every writer made at least one
-///    read-then-write fault (a write fault on the page it held readable after a read fault of
-///    its own) and such faults are at least half of the writers' write faults; otherwise true
-///    sharing;
+/// 4. two or more writers share a changed byte: migratory if every writer took at least one
+///    "migratory write" — a write fault on the page it held readable after a read fault of its
+///    own (read, then write), or a write fault while one of its threads held a lock — and such
+///    faults are at least half of the writers' write faults; otherwise true sharing;
 /// 5. one writer: read-mostly if it took at most one write fault, or if all write faults are at
 ///    most a tenth of the other nodes' read faults; otherwise producer-consumer.
 pub fn classify(v: &PageView) -> Class {
@@ -106,8 +106,9 @@ pub fn classify(v: &PageView) -> Class {
             return Class::FalseSharing;
         }
         let wf: u64 = writers.iter().map(|p| p.write_faults).sum();
-        let up: u64 = writers.iter().map(|p| p.upgrades).sum();
-        if writers.iter().all(|p| p.upgrades > 0) && up * 2 >= wf {
+        let mig = |p: &PagePart| p.upgrades + p.locked_writes;
+        let up: u64 = writers.iter().map(|p| mig(p)).sum();
+        if writers.iter().all(|p| mig(p) > 0) && up * 2 >= wf {
             return Class::Migratory;
         }
         return Class::TrueSharing;
@@ -618,6 +619,7 @@ mod tests {
             read_faults: rf,
             write_faults: wf,
             upgrades: up,
+            locked_writes: 0,
             remote_faults: rf + wf,
             fault_ns: 0,
             fetches: rf,

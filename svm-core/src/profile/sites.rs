@@ -7,7 +7,9 @@
 //! - svm-core inside a shared library (a C personality, `libsvm_*.so`): the first return
 //!   address outside that library is the C program's call (G_MALLOC, SMI_Cmalloc, cvm_alloc,
 //!   …), symbolised with `backtrace` (gimli/addr2line): `function (file:line)` with debug
-//!   information, else `function` from the symbol table, else `module+offset`.
+//!   information, else `function` from the symbol table, else `module+offset`; when that
+//!   address is not in the executable (libc starting the personality's own set-up) the
+//!   runtime allocated for itself: `svm runtime (file:line)`.
 //!
 //! Static data (the SPLASH/CVM personalities share the program's `.data`/`.bss`) is named by
 //! [`static_symbols`] from the executable's own symbol table (`object`).
@@ -155,12 +157,15 @@ pub fn resolve(caps: &[Captured]) -> Vec<Site> {
                 let outside = c.ips.iter().copied().find(|ip| {
                     module_of(&maps, *ip).map(|m| Some(&m.path) != core.as_ref()) == Some(true)
                 });
+                // A caller in the executable is the program's; one elsewhere (libc starting
+                // the personality) means the runtime allocated for itself.
+                let in_exe = |ip: usize| module_of(&maps, ip).is_some_and(|m| m.path == exe);
                 match outside {
-                    Some(ip) => cache
+                    Some(ip) if in_exe(ip) => cache
                         .entry(ip)
                         .or_insert_with(|| symbolise(&maps, ip))
                         .clone(),
-                    None => rust(),
+                    _ => format!("svm runtime ({})", rust()),
                 }
             };
             Site {
@@ -224,7 +229,8 @@ fn exe_data_symbols() -> Vec<(usize, usize, String)> {
         .filter(|s| s.kind() == SymbolKind::Data && !s.is_undefined())
         .filter_map(|s| {
             let name = s.name().ok()?;
-            if name.is_empty() {
+            // Runtime and linker symbols (`__dso_handle`, `__TMC_END__`, …) say nothing.
+            if name.is_empty() || name.starts_with("__") {
                 return None;
             }
             let name = format!("{:#}", backtrace::SymbolName::new(name.as_bytes()));
