@@ -64,15 +64,19 @@ fn overlaps(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
     false
 }
 
-/// The classification rules, in order (first match wins):
+/// The classification rules, in order (first match wins); "writers" are the nodes that
+/// changed bytes of the page, or if none did, the nodes that took write faults on it (they
+/// stored only values the page already held):
 /// 1. touched (faulted, fetched or written) by at most one node: private;
-/// 2. no node changed a byte: read-mostly;
-/// 3. two or more nodes changed bytes, no byte changed by two of them: false sharing;
-/// 4. two or more writers share a changed byte: migratory if every writer took at least one
+/// 2. no writer: read-mostly;
+/// 3. two or more writers, each took at most one write fault, and the nodes took more read
+///    faults than write faults: read-mostly (written once, e.g. initialised, then read);
+/// 4. two or more writers that changed bytes, no byte changed by two of them: false sharing;
+/// 5. two or more writers otherwise: migratory if every writer took at least one
 ///    "migratory write" — a write fault on the page it held readable after a read fault of its
 ///    own (read, then write), or a write fault while one of its threads held a lock — and such
 ///    faults are at least half of the writers' write faults; otherwise true sharing;
-/// 5. one writer: read-mostly if it took at most one write fault, or if all write faults are at
+/// 6. one writer: read-mostly if it took at most one write fault, or if all write faults are at
 ///    most a tenth of the other nodes' read faults; otherwise producer-consumer.
 pub fn classify(v: &PageView) -> Class {
     let touched = v
@@ -87,39 +91,50 @@ pub fn classify(v: &PageView) -> Class {
     if touched <= 1 {
         return Class::Private;
     }
-    let writers: Vec<&PagePart> = v
+    let changed: Vec<&PagePart> = v
         .per_node
         .values()
         .filter(|p| !p.written.is_empty())
         .collect();
+    let writers: Vec<&PagePart> = if changed.is_empty() {
+        v.per_node.values().filter(|p| p.write_faults > 0).collect()
+    } else {
+        changed.clone()
+    };
     if writers.is_empty() {
         return Class::ReadMostly;
     }
+    let wf: u64 = v.per_node.values().map(|p| p.write_faults).sum();
+    let rf: u64 = v.per_node.values().map(|p| p.read_faults).sum();
     if writers.len() >= 2 {
-        let mut shared = false;
-        for (i, a) in writers.iter().enumerate() {
-            for b in &writers[i + 1..] {
-                shared |= overlaps(&a.written, &b.written);
+        if writers.iter().all(|p| p.write_faults <= 1) && rf > wf {
+            return Class::ReadMostly;
+        }
+        if changed.len() >= 2 {
+            let mut shared = false;
+            for (i, a) in changed.iter().enumerate() {
+                for b in &changed[i + 1..] {
+                    shared |= overlaps(&a.written, &b.written);
+                }
+            }
+            if !shared {
+                return Class::FalseSharing;
             }
         }
-        if !shared {
-            return Class::FalseSharing;
-        }
-        let wf: u64 = writers.iter().map(|p| p.write_faults).sum();
+        let wwf: u64 = writers.iter().map(|p| p.write_faults).sum();
         let mig = |p: &PagePart| p.upgrades + p.locked_writes;
-        let up: u64 = writers.iter().map(|p| mig(p)).sum();
-        if writers.iter().all(|p| mig(p) > 0) && up * 2 >= wf {
+        let m: u64 = writers.iter().map(|p| mig(p)).sum();
+        if writers.iter().all(|p| mig(p) > 0) && m * 2 >= wwf {
             return Class::Migratory;
         }
         return Class::TrueSharing;
     }
     let w = writers[0];
-    let wf: u64 = v.per_node.values().map(|p| p.write_faults).sum();
     let rf_others: u64 = v
         .per_node
-        .iter()
-        .filter(|(_, p)| !std::ptr::eq(*p, w))
-        .map(|(_, p)| p.read_faults)
+        .values()
+        .filter(|p| !std::ptr::eq(*p, w))
+        .map(|p| p.read_faults)
         .sum();
     if w.write_faults <= 1 || wf * 10 <= rf_others {
         Class::ReadMostly
@@ -665,6 +680,15 @@ mod tests {
         let v = view(vec![part(0, 50, 0, vec![(0, 64)]), part(50, 0, 0, vec![])]);
         assert_eq!(classify(&v), Class::ProducerConsumer);
         let v = view(vec![part(0, 1, 0, vec![(0, 64)]), part(50, 0, 0, vec![])]);
+        assert_eq!(classify(&v), Class::ReadMostly);
+        // A writer that stores the values the page already holds still produces.
+        let v = view(vec![part(0, 50, 0, vec![]), part(50, 0, 0, vec![])]);
+        assert_eq!(classify(&v), Class::ProducerConsumer);
+        // Written once by two nodes, then read.
+        let v = view(vec![
+            part(20, 1, 0, vec![(0, 8)]),
+            part(20, 1, 0, vec![(8, 16)]),
+        ]);
         assert_eq!(classify(&v), Class::ReadMostly);
     }
 }
