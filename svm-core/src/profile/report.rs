@@ -69,8 +69,8 @@ fn overlaps(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
 /// stored only values the page already held):
 /// 1. touched (faulted, fetched or written) by at most one node: private;
 /// 2. no writer: read-mostly;
-/// 3. two or more writers, each took at most one write fault, and the nodes took more read
-///    faults than write faults: read-mostly (written once, e.g. initialised, then read);
+/// 3. two or more writers, each took at most one write fault: read-mostly (written once, e.g.
+///    initialised, then at most read);
 /// 4. two or more writers that changed bytes, no byte changed by two of them: false sharing;
 /// 5. two or more writers otherwise: migratory if every writer took at least one
 ///    "migratory write" — a write fault on the page it held readable after a read fault of its
@@ -105,9 +105,8 @@ pub fn classify(v: &PageView) -> Class {
         return Class::ReadMostly;
     }
     let wf: u64 = v.per_node.values().map(|p| p.write_faults).sum();
-    let rf: u64 = v.per_node.values().map(|p| p.read_faults).sum();
     if writers.len() >= 2 {
-        if writers.iter().all(|p| p.write_faults <= 1) && rf > wf {
+        if writers.iter().all(|p| p.write_faults <= 1) {
             return Class::ReadMostly;
         }
         if changed.len() >= 2 {
