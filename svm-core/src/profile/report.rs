@@ -230,6 +230,18 @@ fn kib(b: usize) -> String {
     }
 }
 
+/// A lock over all nodes: acquisitions, wait ns, wait histogram, (grant time, node), and
+/// acquisitions by node.
+type LockAcc = (
+    u64,
+    u64,
+    Histogram,
+    Vec<(u64, NodeId)>,
+    BTreeMap<NodeId, u64>,
+);
+/// A barrier's (arrival, departure) times on one node.
+type Episodes = Vec<(u64, u64)>;
+
 /// Merges the parts into a report.
 pub fn merge(parts: &[NodePart], nodes: NodeId, missing: Vec<NodeId>) -> Report {
     let page_size = parts.first().map(|p| p.page_size).unwrap_or(4096);
@@ -334,16 +346,7 @@ pub fn merge(parts: &[NodePart], nodes: NodeId, missing: Vec<NodeId>) -> Report 
 
     // Locks: grants of all nodes in time order; a transfer is a grant on another node than
     // the previous grant's.
-    let mut locks: BTreeMap<
-        u64,
-        (
-            u64,
-            u64,
-            Histogram,
-            Vec<(u64, NodeId)>,
-            BTreeMap<NodeId, u64>,
-        ),
-    > = BTreeMap::new();
+    let mut locks: BTreeMap<u64, LockAcc> = BTreeMap::new();
     for p in parts {
         for l in &p.locks {
             let e = locks.entry(l.id).or_default();
@@ -377,7 +380,7 @@ pub fn merge(parts: &[NodePart], nodes: NodeId, missing: Vec<NodeId>) -> Report 
     lock_rows.sort_by(|a, b| b.total_wait_us.total_cmp(&a.total_wait_us));
 
     // Barriers: the k-th episode of a barrier on every node is one episode.
-    let mut bars: BTreeMap<u64, BTreeMap<NodeId, &Vec<(u64, u64)>>> = BTreeMap::new();
+    let mut bars: BTreeMap<u64, BTreeMap<NodeId, &Episodes>> = BTreeMap::new();
     for p in parts {
         for b in &p.barriers {
             bars.entry(b.id).or_default().insert(p.rank, &b.episodes);
