@@ -592,11 +592,13 @@ fn bytes_of<T>(len: usize, n: &Node) -> Result<usize> {
 
 /// Collective allocation homed on node 0: every node calls it in the same order and gets the
 /// same address. Zero-initialised.
+#[track_caller]
 pub fn alloc_collective<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
     alloc_collective_with(len, Home::Node(0))
 }
 
 /// Collective allocation with a home policy.
+#[track_caller]
 pub fn alloc_collective_with<T: bytemuck::Pod>(
     len: usize,
     home: SpaceHome,
@@ -607,6 +609,9 @@ pub fn alloc_collective_with<T: bytemuck::Pod>(
         .space
         .alloc_collective(bytes, home)
         .map_err(|err| SvmError::Space { node: n.me, err })?;
+    if crate::profile::on() {
+        crate::profile::allocated(addr, bytes, true, std::panic::Location::caller());
+    }
     n.retry_deferred();
     Ok(SharedSlice {
         addr,
@@ -618,6 +623,7 @@ pub fn alloc_collective_with<T: bytemuck::Pod>(
 /// Collective allocation of a region with its own home policy and coherence protocol
 /// (`"sc-sw"`, `"sc-mw"`, `"scope"`): different regions may use different protocols in one
 /// run.
+#[track_caller]
 pub fn alloc_collective_in<T: bytemuck::Pod>(
     len: usize,
     home: SpaceHome,
@@ -631,6 +637,9 @@ pub fn alloc_collective_in<T: bytemuck::Pod>(
         .space
         .alloc_collective_proto(bytes, home, proto)
         .map_err(|err| SvmError::Space { node: n.me, err })?;
+    if crate::profile::on() {
+        crate::profile::allocated(addr, bytes, true, std::panic::Location::caller());
+    }
     n.retry_deferred();
     Ok(SharedSlice {
         addr,
@@ -641,6 +650,7 @@ pub fn alloc_collective_in<T: bytemuck::Pod>(
 
 /// Allocation in this node's arena: no messages; homed on this node. Other nodes may use it
 /// once they learn its address (e.g. through a collective slice).
+#[track_caller]
 pub fn alloc_local<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
     let n = node()?;
     let bytes = bytes_of::<T>(len, n)?;
@@ -648,6 +658,9 @@ pub fn alloc_local<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
         .space
         .alloc_local(bytes)
         .map_err(|err| SvmError::Space { node: n.me, err })?;
+    if crate::profile::on() {
+        crate::profile::allocated(addr, bytes, false, std::panic::Location::caller());
+    }
     Ok(SharedSlice {
         addr,
         len,

@@ -47,6 +47,11 @@ pub struct Config {
     /// `SVM_PREFETCH`: read-ahead of `sc-sw` — pages the home grants unasked behind a
     /// sequential read stream (default 8; 0 = off).
     pub prefetch: usize,
+    /// `SVM_PROFILE=FILE`: at the end of the job, one merged profile (Markdown at FILE, JSON
+    /// at FILE.json; see docs/profiling.md). Off by default.
+    pub profile: Option<std::path::PathBuf>,
+    /// `SVM_TRACE=FILE`: a Chrome trace-event JSON of the whole job at FILE. Off by default.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -289,7 +294,18 @@ impl Config {
                     invalid("SVM_PREFETCH", &v, "expected a page count from 0 to 256")
                 })?,
         };
+        let profile = get("SVM_PROFILE").map(std::path::PathBuf::from);
+        let trace = get("SVM_TRACE").map(std::path::PathBuf::from);
+        if profile.is_some() && profile == trace {
+            return Err(invalid(
+                "SVM_TRACE",
+                &trace.unwrap_or_default().display().to_string(),
+                "is also SVM_PROFILE: give the profile and the trace different files",
+            ));
+        }
         Ok(Config {
+            profile,
+            trace,
             prefetch,
             protocol,
             protocol_given,
@@ -326,6 +342,11 @@ mod tests {
         assert_eq!(c.space_base, 0x6000_0000_0000);
         assert_eq!(c.space_size, 64 << 30);
         assert_eq!(c.fault, None);
+        assert_eq!((c.profile, c.trace), (None, None));
+        let c = cfg(&[("SVM_PROFILE", "p.md"), ("SVM_TRACE", "t.json")]).unwrap();
+        assert_eq!(c.profile.unwrap().to_str(), Some("p.md"));
+        assert_eq!(c.trace.unwrap().to_str(), Some("t.json"));
+        assert!(cfg(&[("SVM_PROFILE", "x"), ("SVM_TRACE", "x")]).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod config;
 pub mod diff;
 pub mod fault;
 pub mod page_table;
+pub mod profile;
 pub mod protocol;
 pub mod region;
 pub mod space;

@@ -274,6 +274,13 @@ impl Node {
             user_box: Mutex::new(VecDeque::new()),
             user_cv: std::sync::Condvar::new(),
         });
+        crate::profile::start(crate::profile::Setup {
+            profile: node.cfg.profile.as_deref(),
+            trace: node.cfg.trace.as_deref(),
+            me,
+            nodes,
+            page_size,
+        });
         let poller = Poller::new()?;
         poller.add(node.backend.poll_fd(), TOKEN_FAULTS)?;
         poller.add(node.wake.raw(), TOKEN_WAKE)?;
@@ -441,6 +448,9 @@ impl Node {
         let m = st.counters.msgs.entry(name).or_default();
         m.sent += 1;
         m.sent_bytes += bytes;
+        if crate::profile::on() {
+            crate::profile::message(name, to, bytes, true);
+        }
         let Some(link) = self.links.get(to as usize).and_then(|l| l.as_ref()) else {
             self.fatal(Some(st), &format!("no connection to node {to}"));
         };
@@ -470,6 +480,11 @@ impl Node {
                 Action::SetAccess { page, access } => {
                     let addr = self.space.page_addr(page);
                     let old = st.pages.access(page);
+                    if crate::profile::on() {
+                        crate::profile::access_change(page, old, access, &mut |b| {
+                            self.read_local(st, page, b)
+                        });
+                    }
                     let (present, initial) = self.materialize_source(st, page);
                     let present = match self
                         .backend
@@ -496,6 +511,12 @@ impl Node {
                         );
                     }
                     let addr = self.space.page_addr(page);
+                    if crate::profile::on() {
+                        let old = st.pages.access(page);
+                        crate::profile::install(page, old, access, incoming, &mut |b| {
+                            self.read_local(st, page, b)
+                        });
+                    }
                     let present = st.pages.get(page).is_some_and(|e| e.present);
                     let present = match self.backend.install(addr, incoming, access, present) {
                         Ok(p) => p,
@@ -543,7 +564,11 @@ impl Node {
                             );
                         };
                         self.read_local(st, page, &mut cur);
+                        let before = data.len();
                         crate::diff::encode(page, &twin, &cur, &mut data);
+                        if crate::profile::on() {
+                            crate::profile::diff_sent(page, data.len() - before);
+                        }
                         st.counters.diffs_created += 1;
                     }
                     st.page_buf = cur;
@@ -591,6 +616,9 @@ impl Node {
             st.counters.diffs_applied += 1;
             let runs: Vec<(usize, &[u8])> =
                 patches[i..j].iter().map(|(_, o, b)| (*o, &b[..])).collect();
+            if crate::profile::on() {
+                crate::profile::diff_applied(page, &runs);
+            }
             let addr = self.space.page_addr(page);
             let (access, present) = st
                 .pages
@@ -660,6 +688,10 @@ impl Node {
             } else {
                 st.counters.local_faults += 1;
             }
+            if crate::profile::on() {
+                let write = w.need == Access::Write;
+                crate::profile::fault_served(page, write, w.since_ns, st.handling_remote);
+            }
         }
     }
 
@@ -683,6 +715,9 @@ impl Node {
             st.counters.write_faults += 1;
         } else {
             st.counters.read_faults += 1;
+        }
+        if crate::profile::on() {
+            crate::profile::fault(page, f.write, st.pages.access(page));
         }
         let e = st.pages.entry(page);
         if e.access >= need {
@@ -1063,12 +1098,16 @@ impl Node {
     /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
     pub fn lock(&self, id: u64, try_only: bool) -> bool {
         let t0 = Instant::now();
+        let p0 = if crate::profile::on() { now_ns() } else { 0 };
         let r = self.wait_op(Blocked::Lock(id), |n, st, w| {
             let mut evs = Vec::new();
             st.sync.lock_acquire(id, w, try_only, &mut evs);
             n.run_sync_events(st, evs);
         });
         let ok = r == WaitResult::Granted;
+        if ok && p0 != 0 {
+            crate::profile::lock_acquired(id, p0);
+        }
         if ok {
             self.lock_state()
                 .counters
@@ -1095,6 +1134,9 @@ impl Node {
             );
             n.release_all(st, token, false);
         });
+        if r == WaitResult::Released && crate::profile::on() {
+            crate::profile::lock_released();
+        }
         r == WaitResult::Released
     }
 
@@ -1218,6 +1260,7 @@ impl Node {
     /// Waits at barrier `id` until `count` threads (over all nodes) have arrived.
     pub fn barrier(&self, id: u64, count: u32) -> WaitResult {
         let t0 = Instant::now();
+        let p0 = if crate::profile::on() { now_ns() } else { 0 };
         let r = self.wait_op(Blocked::Barrier(id), |n, st, w| {
             if count == 0 {
                 n.complete(st, w, WaitResult::ZeroCount);
@@ -1238,6 +1281,9 @@ impl Node {
             .counters
             .barrier_wait_ns
             .record(t0.elapsed().as_nanos() as u64);
+        if p0 != 0 {
+            crate::profile::barrier_passed(id, p0);
+        }
         r
     }
 
@@ -1268,6 +1314,10 @@ impl Node {
         if let Some(h) = self.engine.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = h.join();
         }
+        if crate::profile::on() {
+            let st = self.lock_state();
+            crate::profile::flush_writes(&mut |page, b| self.read_local(&st, page, b));
+        }
         self.backend.shutdown();
         match self.cfg.stats {
             StatsMode::Off => {}
@@ -1276,6 +1326,9 @@ impl Node {
         }
         for l in self.links.iter().flatten() {
             l.close();
+        }
+        if crate::profile::on() {
+            crate::profile::finish(&self.stats(), &self.space);
         }
     }
 
@@ -1393,6 +1446,10 @@ impl Node {
                                     let m = st.counters.msgs.entry(f.msg.stat_name()).or_default();
                                     m.received += 1;
                                     m.received_bytes += frame.len() as u64;
+                                    if crate::profile::on() {
+                                        let (k, b) = (f.msg.stat_name(), frame.len() as u64);
+                                        crate::profile::message(k, peer as NodeId, b, false);
+                                    }
                                     self.handle_msg(&mut st, peer as NodeId, f.msg, f.data);
                                 }
                                 Err(e) => {

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Log-linear latency histogram in nanoseconds: 8 sub-buckets per power of two (≤ 12.5% error).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Histogram {
     counts: BTreeMap<u32, u64>,
     total: u64,
@@ -42,6 +42,14 @@ impl Histogram {
     }
     pub fn count(&self) -> u64 {
         self.total
+    }
+    /// Adds every sample of `other` (histograms of several nodes merged).
+    pub fn merge(&mut self, other: &Histogram) {
+        for (b, c) in &other.counts {
+            *self.counts.entry(*b).or_default() += c;
+        }
+        self.total += other.total;
+        self.sum_ns += other.sum_ns;
     }
     pub fn mean_ns(&self) -> f64 {
         if self.total == 0 {

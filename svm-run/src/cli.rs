@@ -19,7 +19,8 @@ Environment given to every node:
   SVM_COORD_FD       fd of the rendezvous listener bound by svmrun (only without --coord/SVM_COORD)
   SVM_JOB_KEY        64 hex chars, random per run (an exported SVM_JOB_KEY is kept)
   SVM_LAUNCHER_PID   pid of svmrun; nodes die with it
-  SVM_PROTOCOL, SVM_FAULT, SVM_TRANSPORT, SVM_TIMEOUT, SVM_STATS, SVM_VERBOSE
+  SVM_PROTOCOL, SVM_FAULT, SVM_TRANSPORT, SVM_TIMEOUT, SVM_STATS, SVM_VERBOSE,
+  SVM_PROFILE, SVM_TRACE
                      set only when the matching flag is given; otherwise inherited
 
 Output: each node's stdout/stderr goes to svmrun's stdout/stderr line by line, prefixed
@@ -73,6 +74,17 @@ pub struct Cli {
     /// Verbose runtime messages (and svmrun's own) [env: SVM_VERBOSE=1]
     #[arg(long)]
     pub verbose: bool,
+
+    /// Write one profile of the whole job: Markdown at FILE, JSON at FILE.json (hot pages,
+    /// their allocation sites and sharing class, locks, barriers; docs/profiling.md)
+    /// [env: SVM_PROFILE]
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
+
+    /// Write a Chrome trace-event JSON of the whole job to FILE (opens in Perfetto)
+    /// [env: SVM_TRACE]
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
 
     /// Rendezvous address that rank 0 binds itself, instead of a listener bound by svmrun
     /// [env: SVM_COORD]
@@ -169,8 +181,22 @@ impl Cli {
         if self.verbose {
             env.push(("SVM_VERBOSE", "1".to_owned()));
         }
+        // Absolute, so that every node writes beside the same file whatever its directory.
+        if let Some(p) = &self.profile {
+            env.push(("SVM_PROFILE", absolute(p)));
+        }
+        if let Some(t) = &self.trace {
+            env.push(("SVM_TRACE", absolute(t)));
+        }
         env
     }
+}
+
+fn absolute(p: &std::path::Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Accepts a positive, finite number of seconds (`30`, `2.5`), passed on as written.
@@ -254,6 +280,19 @@ mod tests {
             ]
         );
         assert!(parse(&["-n", "1", "prog"]).unwrap().flag_env().is_empty());
+        let cli = parse(&[
+            "-n",
+            "2",
+            "--profile",
+            "/tmp/p.md",
+            "--trace",
+            "t.json",
+            "prog",
+        ]);
+        let env = cli.unwrap().flag_env();
+        assert_eq!(env[0], ("SVM_PROFILE", "/tmp/p.md".to_owned()));
+        assert_eq!(env[1].0, "SVM_TRACE");
+        assert!(env[1].1.starts_with('/') && env[1].1.ends_with("/t.json"));
     }
 
     #[test]

@@ -1,0 +1,288 @@
+//! The Chrome trace-event file (`SVM_TRACE=FILE`): loads in Perfetto (ui.perfetto.dev) and
+//! chrome://tracing.
+//!
+//! Each node keeps its events in memory (at most [`MAX_EVENTS`]; later ones are counted as
+//! dropped) and writes them at finish to `FILE.node<RANK>.part`: a header line, then one
+//! event per line with `ts` in µs since the node's start. Rank 0 merges the parts into FILE
+//! (`{"traceEvents": [...]}`), shifting every node's events by the difference of the nodes'
+//! CLOCK_REALTIME at start: one clock on one host, NTP's accuracy across hosts.
+//!
+//! Tracks: pid = rank (process name `node RANK`), tid = the Linux thread id of the thread
+//! (named after the thread). Page faults are served by the engine, which does not learn which
+//! thread faulted: they go on one track per node named `page faults`, with tid
+//! [`FAULT_TID`].
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::record::NodePart;
+use crate::{NodeId, PageId};
+
+/// Most events a node keeps.
+pub const MAX_EVENTS: usize = 2_000_000;
+/// Thread id of the per-node page-fault track.
+pub const FAULT_TID: u32 = 0x7fff_0000;
+
+/// One recorded event (monotonic ns).
+#[derive(Debug, Clone, Copy)]
+pub enum Ev {
+    Fault {
+        page: PageId,
+        write: bool,
+        remote: bool,
+        start: u64,
+        dur: u64,
+    },
+    Lock {
+        id: u64,
+        start: u64,
+        dur: u64,
+    },
+    Barrier {
+        id: u64,
+        start: u64,
+        dur: u64,
+    },
+    Msg {
+        kind: &'static str,
+        peer: NodeId,
+        bytes: u64,
+        out: bool,
+        at: u64,
+    },
+}
+
+thread_local! {
+    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+fn tid() -> u32 {
+    TID.with(|c| {
+        if c.get() == 0 {
+            c.set(nix::unistd::gettid().as_raw() as u32);
+        }
+        c.get()
+    })
+}
+
+/// A node's events.
+pub struct TraceBuf {
+    mono0: u64,
+    events: Vec<(u32, Ev)>,
+    threads: BTreeMap<u32, String>,
+    dropped: u64,
+}
+
+impl TraceBuf {
+    pub fn new(mono0: u64) -> TraceBuf {
+        TraceBuf {
+            mono0,
+            events: Vec::new(),
+            threads: BTreeMap::new(),
+            dropped: 0,
+        }
+    }
+
+    pub fn push(&mut self, ev: Ev) {
+        if self.events.len() >= MAX_EVENTS {
+            self.dropped += 1;
+            return;
+        }
+        let t = if matches!(ev, Ev::Fault { .. }) {
+            FAULT_TID
+        } else {
+            let t = tid();
+            self.threads.entry(t).or_insert_with(|| {
+                std::thread::current()
+                    .name()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("thread {t}"))
+            });
+            t
+        };
+        self.events.push((t, ev));
+    }
+
+    fn us(&self, t: u64) -> f64 {
+        t.saturating_sub(self.mono0) as f64 / 1e3
+    }
+
+    fn event_json(&self, pid: NodeId, tid: u32, ev: &Ev) -> Value {
+        match *ev {
+            Ev::Fault {
+                page,
+                write,
+                remote,
+                start,
+                dur,
+            } => json!({
+                "name": if write { "write fault" } else { "read fault" },
+                "cat": "fault", "ph": "X", "pid": pid, "tid": tid,
+                "ts": self.us(start), "dur": dur as f64 / 1e3,
+                "args": {"page": page, "access": if write { "write" } else { "read" },
+                         "remote": remote, "service_us": dur as f64 / 1e3},
+            }),
+            Ev::Lock { id, start, dur } => json!({
+                "name": "lock wait", "cat": "lock", "ph": "X", "pid": pid, "tid": tid,
+                "ts": self.us(start), "dur": dur as f64 / 1e3, "args": {"lock": id},
+            }),
+            Ev::Barrier { id, start, dur } => json!({
+                "name": "barrier wait", "cat": "barrier", "ph": "X", "pid": pid, "tid": tid,
+                "ts": self.us(start), "dur": dur as f64 / 1e3,
+                "args": {"barrier": barrier_name(id)},
+            }),
+            Ev::Msg {
+                kind,
+                peer,
+                bytes,
+                out,
+                at,
+            } => {
+                let (name, dir) = if out {
+                    (format!("send {kind}"), "to")
+                } else {
+                    (format!("recv {kind}"), "from")
+                };
+                json!({
+                    "name": name, "cat": "message", "ph": "i", "s": "t",
+                    "pid": pid, "tid": tid, "ts": self.us(at),
+                    "args": {dir: peer, "bytes": bytes},
+                })
+            }
+        }
+    }
+}
+
+/// A barrier id as shown to users (`global` for the barrier of all nodes).
+pub fn barrier_name(id: u64) -> String {
+    if id == crate::node::GLOBAL_BARRIER {
+        "global".into()
+    } else {
+        id.to_string()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    rank: NodeId,
+    real0_ns: u64,
+    dropped: u64,
+}
+
+/// Writes this node's trace part (`FILE.node<RANK>.part`).
+pub fn write_part(
+    file: &Path,
+    me: NodeId,
+    part: &NodePart,
+    buf: &Option<TraceBuf>,
+) -> Result<(), String> {
+    let Some(buf) = buf else { return Ok(()) };
+    let mut out: Vec<u8> = Vec::with_capacity(buf.events.len() * 160 + 4096);
+    let head = Header {
+        rank: me,
+        real0_ns: part.real0_ns,
+        dropped: buf.dropped,
+    };
+    let enc = |e: serde_json::Error| format!("encoding the trace: {e}");
+    serde_json::to_writer(&mut out, &head).map_err(enc)?;
+    out.push(b'\n');
+    let mut meta = vec![
+        json!({"name": "process_name", "ph": "M", "pid": me, "tid": 0, "ts": 0,
+               "args": {"name": format!("node {me}")}}),
+        json!({"name": "process_sort_index", "ph": "M", "pid": me, "tid": 0, "ts": 0,
+               "args": {"sort_index": me}}),
+        json!({"name": "thread_name", "ph": "M", "pid": me, "tid": FAULT_TID, "ts": 0,
+               "args": {"name": "page faults"}}),
+    ];
+    for (t, name) in &buf.threads {
+        meta.push(
+            json!({"name": "thread_name", "ph": "M", "pid": me, "tid": t, "ts": 0,
+                         "args": {"name": name}}),
+        );
+    }
+    for v in meta {
+        serde_json::to_writer(&mut out, &v).map_err(enc)?;
+        out.push(b'\n');
+    }
+    for (t, ev) in &buf.events {
+        serde_json::to_writer(&mut out, &buf.event_json(me, *t, ev)).map_err(enc)?;
+        out.push(b'\n');
+    }
+    let path = super::part_path(file, me);
+    super::write_atomic(&path, &out).map_err(|e| {
+        format!(
+            "cannot write {}: {e} (is the directory of the trace file writable?)",
+            path.display()
+        )
+    })
+}
+
+/// Rank 0: waits for every node's part and merges them into `file`; removes the parts.
+pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), String> {
+    let missing = super::wait_parts(file, nodes, wait);
+    let mut parts = Vec::new();
+    for r in (0..nodes).filter(|r| !missing.contains(r)) {
+        let path = super::part_path(file, r);
+        let f = std::fs::File::open(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let mut lines = std::io::BufReader::new(f).lines();
+        let head: Header = lines
+            .next()
+            .and_then(|l| l.ok())
+            .and_then(|l| serde_json::from_str(&l).ok())
+            .ok_or_else(|| format!("{} has no header line", path.display()))?;
+        parts.push((path, head, lines));
+    }
+    let origin = parts.iter().map(|p| p.1.real0_ns).min().unwrap_or(0);
+    let out = std::fs::File::create(file)
+        .map_err(|e| format!("cannot create {}: {e}", file.display()))?;
+    let mut w = std::io::BufWriter::new(out);
+    let io = |e: std::io::Error| format!("writing {}: {e}", file.display());
+    w.write_all(b"{\"traceEvents\":[\n").map_err(io)?;
+    let mut first = true;
+    let mut dropped = BTreeMap::new();
+    for (path, head, lines) in parts {
+        let shift = (head.real0_ns - origin) as f64 / 1e3;
+        if head.dropped > 0 {
+            dropped.insert(head.rank, head.dropped);
+        }
+        for l in lines {
+            let l = l.map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let mut v: Value = serde_json::from_str(&l)
+                .map_err(|e| format!("{}: bad event line: {e}", path.display()))?;
+            if v["ph"] != "M" {
+                if let Some(ts) = v["ts"].as_f64() {
+                    v["ts"] = json!(ts + shift);
+                }
+            }
+            if !first {
+                w.write_all(b",\n").map_err(io)?;
+            }
+            first = false;
+            serde_json::to_writer(&mut w, &v).map_err(|e| e.to_string())?;
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    let other = json!({
+        "clock": "CLOCK_REALTIME at each node's start; ts in µs from the first node's start",
+        "nodes": nodes, "missing_nodes": missing, "dropped_events": dropped,
+    });
+    write!(
+        w,
+        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{}}}\n",
+        other
+    )
+    .map_err(io)?;
+    w.flush().map_err(io)?;
+    if !missing.is_empty() {
+        return Err(format!(
+            "no trace part from nodes {missing:?} (they did not finish); written without them"
+        ));
+    }
+    Ok(())
+}
