@@ -1425,9 +1425,15 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        let tokens = st.sync.locks_towards(peer);
+        let tokens = if tokens.is_empty() {
+            String::new()
+        } else {
+            format!("; it held, or was last in line for, the tokens of locks {tokens:?}")
+        };
         self.fatal(
             Some(st),
-            &format!("lost node {peer} ({why}); it died or its connection broke"),
+            &format!("lost node {peer} ({why}); it died or its connection broke{tokens}"),
         )
     }
 }

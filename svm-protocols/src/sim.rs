@@ -163,6 +163,11 @@ pub enum Op {
         value: u64,
         max_loads: u32,
     },
+    /// The thread's node dies: its threads stop and messages to it are lost. What it sent
+    /// before is still delivered (as TCP does); once that is drained every peer sees the
+    /// connection close, and the run ends with [`SimErrorKind::NodeLost`] naming it — the
+    /// engine ends the job the same way.
+    Crash,
 }
 
 /// Why a run failed.
@@ -182,6 +187,8 @@ pub enum SimErrorKind {
     Invariant(String),
     /// The program is malformed (misaligned or unaligned address, ...).
     BadProgram(String),
+    /// A node died ([`Op::Crash`]); `tokens` are the locks whose token it held.
+    NodeLost { node: NodeId, tokens: Vec<u64> },
 }
 
 /// A failed run: what went wrong and a dump of the cluster's state at that moment.
@@ -219,6 +226,10 @@ pub struct RunStats {
     /// Largest number of write notices held at lock managers over the whole cluster, sampled
     /// after every sync message delivery.
     pub peak_lock_notices: u64,
+    /// Fairness: the largest number of grants of a lock to other nodes' threads between a
+    /// node's request reaching the end of the lock's queue (the manager's `LockForward`
+    /// delivered) and the token reaching that node.
+    pub max_lock_overtakes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -379,6 +390,12 @@ pub struct Cluster {
     touched: Vec<(NodeId, PageId)>,
     zero_page: Vec<u8>,
     choices: Vec<Choice>,
+    /// The thread inside each lock's critical section (mutual exclusion check).
+    lock_holders: HashMap<u64, ThreadId>,
+    /// (lock, node) → grants to other nodes since the node's request joined the lock's queue.
+    lock_waits: HashMap<(u64, NodeId), u64>,
+    /// The node that crashed ([`Op::Crash`]).
+    crashed: Option<NodeId>,
 }
 
 impl Cluster {
@@ -416,6 +433,9 @@ impl Cluster {
             trace: VecDeque::new(),
             touched: Vec::new(),
             choices: Vec::new(),
+            lock_holders: HashMap::new(),
+            lock_waits: HashMap::new(),
+            crashed: None,
             cfg,
         }
     }
@@ -550,6 +570,16 @@ impl Cluster {
                     _ => unfinished = true,
                 }
             }
+            if let Some(dead) = self.crashed {
+                let pending =
+                    (0..self.n).any(|to| !self.chans[dead as usize * self.n + to].is_empty());
+                if !pending {
+                    return Err(SimErrorKind::NodeLost {
+                        node: dead,
+                        tokens: self.nodes[dead as usize].sync.tokens_held(),
+                    });
+                }
+            }
             if self.choices.is_empty() {
                 return if unfinished {
                     Err(SimErrorKind::Deadlock)
@@ -588,6 +618,9 @@ impl Cluster {
         let payload = self.chans[c]
             .pop_front()
             .expect("chosen channel is non-empty");
+        if self.crashed == Some(to) {
+            return Ok(());
+        }
         match payload {
             Payload::Proto { msg, data } => {
                 self.record(TraceEv::Proto {
@@ -613,6 +646,14 @@ impl Cluster {
                     to,
                     msg: msg.clone(),
                 });
+                if let SyncMsg::LockForward {
+                    lock,
+                    to: waiting,
+                    try_only: false,
+                } = msg
+                {
+                    self.lock_waits.insert((lock, waiting), 0);
+                }
                 let mut ev = Vec::new();
                 self.nodes[to as usize].sync.on_message(from, &msg, &mut ev);
                 let held: usize = self
@@ -684,6 +725,12 @@ impl Cluster {
                 self.sync_events(node, ev)?;
             }
             Op::Unlock(lock) => self.start_release(tid, Pending::Unlock { tid, lock })?,
+            Op::Crash => {
+                self.crashed = Some(node);
+                for t in self.threads.iter_mut().filter(|t| t.node == node) {
+                    t.state = ThreadState::Finished;
+                }
+            }
             Op::Barrier { id, count } => self.start_release(
                 tid,
                 Pending::Arrive {
@@ -862,6 +909,7 @@ impl Cluster {
                     let sync = |e| SimErrorKind::Sync(format!("node {node}: {e}"));
                     match self.nodes[node as usize].pending.remove(&token) {
                         Some(Pending::Unlock { tid, lock }) => {
+                            self.lock_holders.remove(&lock);
                             self.nodes[node as usize].sync.lock_release(lock, tid as u64, notices, &mut ev).map_err(sync)?;
                             self.advance(tid);
                         }
@@ -942,9 +990,21 @@ impl Cluster {
                     self.chans[node as usize * self.n + to as usize].push_back(Payload::Sync(msg));
                 }
                 SyncEvent::Granted {
-                    waiter, notices, ..
+                    waiter,
+                    notices,
+                    lock,
                 } => {
                     let tid = self.check_waiter(node, waiter)?;
+                    if let Some(h) = self.lock_holders.insert(lock, tid) {
+                        return Err(SimErrorKind::Invariant(format!(
+                            "mutual exclusion: lock {lock} granted to thread {tid} (node {node}) while thread {h} holds it"
+                        )));
+                    }
+                    self.lock_waits.remove(&(lock, node));
+                    for (_, n) in self.lock_waits.iter_mut().filter(|((l, _), _)| *l == lock) {
+                        *n += 1;
+                        self.stats.max_lock_overtakes = self.stats.max_lock_overtakes.max(*n);
+                    }
                     self.start_acquire(node, vec![tid], &notices)?;
                 }
                 SyncEvent::BarrierDone {
