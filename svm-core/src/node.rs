@@ -150,6 +150,9 @@ struct EngineState {
     finish_waiter: Option<Waiter>,
     /// True while handling a message from another node (fault accounting: remote vs local).
     handling_remote: bool,
+    /// Lock tokens lingering after a local release while a remote node waits: (when the
+    /// linger ends, lock).
+    lingers: Vec<(Instant, u64)>,
 }
 
 struct Ctx<'a> {
@@ -212,6 +215,9 @@ pub struct Node {
     next_waiter: AtomicU64,
     user_box: Mutex<VecDeque<UserMessage>>,
     user_cv: std::sync::Condvar,
+    /// Some lock token lingers (`EngineState::lingers` is not empty): the engine polls
+    /// without sleeping until the lingers end.
+    lingering: AtomicBool,
 }
 
 thread_local! {
@@ -257,6 +263,7 @@ impl Node {
             goodbye_sent: false,
             finish_waiter: None,
             handling_remote: false,
+            lingers: Vec::new(),
         };
         let node = Arc::new(Node {
             me,
@@ -273,6 +280,7 @@ impl Node {
             next_waiter: AtomicU64::new(1),
             user_box: Mutex::new(VecDeque::new()),
             user_cv: std::sync::Condvar::new(),
+            lingering: AtomicBool::new(false),
         });
         let poller = Poller::new()?;
         poller.add(node.backend.poll_fd(), TOKEN_FAULTS)?;
@@ -870,6 +878,14 @@ impl Node {
                 SyncEvent::TryFailed { waiter, .. } => {
                     self.complete(st, waiter, WaitResult::TryFailed)
                 }
+                SyncEvent::Linger { lock } => {
+                    st.lingers
+                        .push((Instant::now() + crate::sync::LOCK_LINGER, lock));
+                    if !self.lingering.swap(true, Ordering::AcqRel) {
+                        // The engine may be asleep: it must end the linger in time.
+                        self.wake.signal();
+                    }
+                }
                 SyncEvent::BarrierDone {
                     barrier,
                     waiters,
@@ -1292,7 +1308,12 @@ impl Node {
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
             // follows within tens of microseconds), then sleep in epoll.
-            let timeout = if idle_polls < spin_polls { 0 } else { 100 };
+            let lingering = self.lingering.load(Ordering::Acquire);
+            let timeout = if idle_polls < spin_polls || lingering {
+                0
+            } else {
+                100
+            };
             if let Err(e) = poller.wait(&mut tokens, timeout) {
                 let st = self.lock_state();
                 self.fatal(Some(&st), &format!("engine poll failed: {e}"));
@@ -1302,7 +1323,7 @@ impl Node {
             }
             if tokens.is_empty() {
                 idle_polls = idle_polls.saturating_add(1);
-                if idle_polls < spin_polls {
+                if idle_polls < spin_polls || lingering {
                     std::thread::yield_now();
                 } else if timeout > 0 {
                     // A whole sleep passed without a wake-up: look at every link anyway, so a
@@ -1382,6 +1403,9 @@ impl Node {
                 }
                 self.drain_loopback(&mut st);
             }
+            if lingering {
+                self.end_lingers(&mut st);
+            }
             if last_check.elapsed() >= Duration::from_millis(100) {
                 last_check = Instant::now();
                 if let Some((_, w)) = st.pages.oldest_waiter() {
@@ -1397,6 +1421,29 @@ impl Node {
                     }
                 }
             }
+        }
+    }
+
+    /// Moves on the lock tokens whose linger time has passed.
+    fn end_lingers(&self, st: &mut EngineState) {
+        let now = Instant::now();
+        let mut ended = Vec::new();
+        st.lingers.retain(|&(t, lock)| {
+            if t <= now {
+                ended.push(lock);
+                false
+            } else {
+                true
+            }
+        });
+        for lock in ended {
+            let mut evs = Vec::new();
+            st.sync.linger_expired(lock, &mut evs);
+            self.run_sync_events(st, evs);
+        }
+        self.drain_loopback(st);
+        if st.lingers.is_empty() {
+            self.lingering.store(false, Ordering::Release);
         }
     }
 

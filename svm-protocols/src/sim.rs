@@ -371,6 +371,8 @@ impl SimNode {
 enum Choice {
     Channel(usize),
     Thread(ThreadId),
+    /// The linger time of a released lock token on a node passes (`SyncEvent::Linger`).
+    Linger(NodeId, u64),
 }
 
 type SimResult<T = ()> = Result<T, SimErrorKind>;
@@ -396,6 +398,8 @@ pub struct Cluster {
     lock_waits: HashMap<(u64, NodeId), u64>,
     /// The node that crashed ([`Op::Crash`]).
     crashed: Option<NodeId>,
+    /// Lingering lock tokens (node, lock): their timers fire at random steps.
+    lingers: Vec<(NodeId, u64)>,
 }
 
 impl Cluster {
@@ -436,6 +440,7 @@ impl Cluster {
             lock_holders: HashMap::new(),
             lock_waits: HashMap::new(),
             crashed: None,
+            lingers: Vec::new(),
             cfg,
         }
     }
@@ -562,6 +567,11 @@ impl Cluster {
                     self.choices.push(Choice::Channel(i));
                 }
             }
+            for &(node, lock) in &self.lingers {
+                if self.crashed != Some(node) {
+                    self.choices.push(Choice::Linger(node, lock));
+                }
+            }
             let mut unfinished = false;
             for (i, t) in self.threads.iter().enumerate() {
                 match t.state {
@@ -596,6 +606,12 @@ impl Cluster {
             match pick {
                 Choice::Channel(c) => self.deliver(c)?,
                 Choice::Thread(t) => self.step_thread(t)?,
+                Choice::Linger(node, lock) => {
+                    self.lingers.retain(|&x| x != (node, lock));
+                    let mut ev = Vec::new();
+                    self.nodes[node as usize].sync.linger_expired(lock, &mut ev);
+                    self.sync_events(node, ev)?;
+                }
             }
             if self.cfg.check_single_writer {
                 self.check_single_writer()?;
@@ -1023,6 +1039,11 @@ impl Cluster {
                         self.nodes[node as usize].sync.clear_lock_notices();
                     }
                     self.start_barrier_depart(node, tids, &notices)?;
+                }
+                SyncEvent::Linger { lock } => {
+                    if !self.lingers.contains(&(node, lock)) {
+                        self.lingers.push((node, lock));
+                    }
                 }
                 SyncEvent::TryFailed { waiter, .. } => {
                     let tid = self.check_waiter(node, waiter)?;

@@ -27,6 +27,10 @@ pub type Waiter = u64;
 /// Local hand-offs of a lock's token, after a remote node asked for it, before it moves there.
 pub const MAX_LOCAL_HANDOFFS: u32 = 8;
 
+/// How long a released token waits for a local thread to take it again before it moves to
+/// the remote node that asked for it ([`SyncEvent::Linger`]).
+pub const LOCK_LINGER: std::time::Duration = std::time::Duration::from_micros(30);
+
 /// What the sync layer asks the engine to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SyncEvent {
@@ -40,6 +44,11 @@ pub enum SyncEvent {
     },
     /// A try-lock by `waiter` failed: the lock is held elsewhere.
     TryFailed { lock: u64, waiter: Waiter },
+    /// A local thread released `lock` while a remote node waits for it and no local thread
+    /// does: the token stays for a short while in case a local thread takes the lock again
+    /// (within the fairness bound). Call [`SyncState::linger_expired`] after
+    /// [`LOCK_LINGER`] (earlier or later is safe).
+    Linger { lock: u64 },
     /// Barrier complete for these waiters of this node; run the acquire with `notices` once,
     /// then wake them.
     BarrierDone {
@@ -79,6 +88,8 @@ struct NodeLock {
     next: Option<NodeId>,
     /// Local grants since `next` was set (or since the token came, whichever is later).
     handoffs: u32,
+    /// Released while `next` waits: kept for a local re-acquire until `linger_expired`.
+    lingering: bool,
     /// The write notices travelling with the token (page → newest epoch of a release that
     /// carried it); empty while the token is elsewhere.
     notices: BTreeMap<PageId, u64>,
@@ -164,8 +175,12 @@ impl SyncState {
         let mgr = self.manager(lock);
         let l = self.node_lock(lock);
         if l.token && l.owner.is_none() && l.queue.is_empty() {
-            // The token is here and free: no message. (A remote node waiting would have been
-            // given the free token already, so `next` is None here.)
+            // The token is here and free: no message. (If a remote node waits, the token is
+            // lingering after a local release, within the fairness bound.)
+            if l.next.is_some() {
+                l.handoffs += 1;
+            }
+            l.lingering = false;
             l.owner = Some(waiter);
             out.push(SyncEvent::Granted {
                 lock,
@@ -213,6 +228,7 @@ impl SyncState {
         debug_assert!(l.token && l.owner.is_none());
         self.max_overtakes = self.max_overtakes.max(l.handoffs);
         l.token = false;
+        l.lingering = false;
         l.next = None;
         l.handoffs = 0;
         let notices: Vec<(PageId, u64)> = std::mem::take(&mut l.notices).into_iter().collect();
@@ -271,8 +287,33 @@ impl SyncState {
             *e = (*e).max(epoch);
         }
         l.owner = None;
+        if l.next.is_some() && l.queue.is_empty() && l.handoffs < MAX_LOCAL_HANDOFFS {
+            l.lingering = true;
+            out.push(SyncEvent::Linger { lock });
+            return Ok(());
+        }
         self.token_freed(lock, out);
         Ok(())
+    }
+
+    /// The linger time of a token released while a remote node waits has passed (see
+    /// [`SyncEvent::Linger`]): if no local thread took it meanwhile, it moves on now.
+    pub fn linger_expired(&mut self, lock: u64, out: &mut Vec<SyncEvent>) {
+        let Some(l) = self.locks.get_mut(&lock) else {
+            return;
+        };
+        if !l.lingering {
+            return;
+        }
+        l.lingering = false;
+        if l.token && l.owner.is_none() {
+            self.token_freed(lock, out);
+        }
+    }
+
+    /// Whether a token of this node lingers (see [`SyncEvent::Linger`]).
+    pub fn lingering(&self, lock: u64) -> bool {
+        self.locks.get(&lock).is_some_and(|l| l.lingering)
     }
 
     /// A local thread arrives at `barrier` with `count` participants in total.

@@ -64,12 +64,30 @@ impl Net {
         r
     }
 
-    /// Delivers messages until the wire is empty.
+    /// Delivers messages until the wire is empty, ending every linger (as if its time passed).
     fn settle(&mut self) {
-        while let Some((from, to, msg)) = self.wire.pop_front() {
-            let mut out = Vec::new();
-            self.nodes[to as usize].on_message(from, &msg, &mut out);
-            self.absorb(to, out);
+        loop {
+            while let Some((from, to, msg)) = self.wire.pop_front() {
+                let mut out = Vec::new();
+                self.nodes[to as usize].on_message(from, &msg, &mut out);
+                self.absorb(to, out);
+            }
+            let mut lingers = Vec::new();
+            self.events.retain(|(n, e)| match e {
+                SyncEvent::Linger { lock } => {
+                    lingers.push((*n, *lock));
+                    false
+                }
+                _ => true,
+            });
+            if lingers.is_empty() {
+                break;
+            }
+            for (n, lock) in lingers {
+                let mut out = Vec::new();
+                self.nodes[n as usize].linger_expired(lock, &mut out);
+                self.absorb(n, out);
+            }
         }
     }
 
@@ -452,4 +470,44 @@ fn lock_notices_are_collected_by_epoch() {
     // Another barrier: everything goes.
     net.nodes[1].clear_lock_notices();
     assert_eq!(net.nodes[1].lock_notice_count(), 0);
+}
+
+#[test]
+fn a_released_token_lingers_for_local_reacquires_within_the_bound() {
+    let mut net = Net::new(2);
+    // Node 1 holds lock 0 (manager node 0); node 0 asks for it.
+    net.acquire(1, 0, 1, false);
+    net.settle();
+    assert_eq!(net.granted(), vec![1]);
+    net.acquire(0, 0, 100, false);
+    net.settle();
+    // Node 1's thread releases and takes the lock again, MAX_LOCAL_HANDOFFS times, without a
+    // message: each release lingers.
+    for _ in 0..MAX_LOCAL_HANDOFFS {
+        net.release(1, 0, 1, vec![]).unwrap();
+        assert_eq!(net.take(), vec![(1, SyncEvent::Linger { lock: 0 })]);
+        assert!(net.wire.is_empty() && net.nodes[1].lingering(0));
+        net.acquire(1, 0, 1, false);
+        assert_eq!(net.granted(), vec![1]);
+    }
+    // The bound is reached: the next release passes the token at once.
+    net.release(1, 0, 1, vec![]).unwrap();
+    net.settle();
+    assert_eq!(net.granted(), vec![100]);
+    assert_eq!(net.nodes[1].max_overtakes(), MAX_LOCAL_HANDOFFS);
+    // Node 1 asks again; node 0 releases and nobody on node 0 comes back: the linger ends and
+    // the token moves.
+    net.acquire(1, 0, 2, false);
+    net.settle();
+    net.release(0, 0, 100, vec![]).unwrap();
+    assert_eq!(net.take(), vec![(0, SyncEvent::Linger { lock: 0 })]);
+    let mut out = Vec::new();
+    net.nodes[0].linger_expired(0, &mut out);
+    net.absorb(0, out);
+    net.settle();
+    assert_eq!(net.granted(), vec![2]);
+    // A late timer is harmless.
+    let mut out = Vec::new();
+    net.nodes[0].linger_expired(0, &mut out);
+    assert!(out.is_empty());
 }
