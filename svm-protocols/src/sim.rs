@@ -87,6 +87,11 @@ pub struct SimConfig {
     pub check_single_writer: bool,
     /// How many recent events an error dump shows.
     pub trace_len: usize,
+    /// Model the engine's lock fast path: a lock whose token is idle on the node is taken
+    /// and released without the protocol's hooks while the protocol is quiescent
+    /// (`Protocol::quiescent`); if it stops being quiescent meanwhile, `on_acquire` (no
+    /// notices) runs late and the release runs normally. Default: on.
+    pub fast_locks: bool,
 }
 
 impl SimConfig {
@@ -101,6 +106,7 @@ impl SimConfig {
             home: Arc::new(move |p| (p % nodes as u64) as NodeId),
             discard: Discard::NotHome,
             check_single_writer: false,
+            fast_locks: true,
             trace_len: 48,
         }
     }
@@ -133,6 +139,10 @@ impl SimConfig {
 
     pub fn check_single_writer(mut self, on: bool) -> Self {
         self.check_single_writer = on;
+        self
+    }
+    pub fn fast_locks(mut self, on: bool) -> Self {
+        self.fast_locks = on;
         self
     }
 }
@@ -230,6 +240,8 @@ pub struct RunStats {
     /// node's request reaching the end of the lock's queue (the manager's `LockForward`
     /// delivered) and the token reaching that node.
     pub max_lock_overtakes: u64,
+    /// Lock acquires and releases that took the fast path ([`SimConfig::fast_locks`]).
+    pub fast_lock_ops: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,6 +412,8 @@ pub struct Cluster {
     crashed: Option<NodeId>,
     /// Lingering lock tokens (node, lock): their timers fire at random steps.
     lingers: Vec<(NodeId, u64)>,
+    /// Threads holding a lock taken through the fast path: thread → (lock, acquire hooks ran).
+    fast_holders: HashMap<ThreadId, (u64, bool)>,
 }
 
 impl Cluster {
@@ -441,6 +455,7 @@ impl Cluster {
             lock_waits: HashMap::new(),
             crashed: None,
             lingers: Vec::new(),
+            fast_holders: HashMap::new(),
             cfg,
         }
     }
@@ -731,6 +746,34 @@ impl Cluster {
                     }
                 }
             }
+            Op::Lock(lock) | Op::TryLock { lock, .. }
+                if self.cfg.fast_locks
+                    && self.nodes[node as usize].sync.token_idle(lock)
+                    && self.nodes[node as usize].proto.quiescent() =>
+            {
+                let try_only = matches!(op, Op::TryLock { .. });
+                let mut ev = Vec::new();
+                self.nodes[node as usize]
+                    .sync
+                    .lock_acquire(lock, tid as u64, try_only, &mut ev);
+                if !matches!(ev.as_slice(), [SyncEvent::Granted { .. }]) {
+                    return Err(SimErrorKind::Sync(format!(
+                        "node {node}: an idle token of lock {lock} gave {ev:?}"
+                    )));
+                }
+                if let Some(h) = self.lock_holders.insert(lock, tid) {
+                    return Err(SimErrorKind::Invariant(format!(
+                        "mutual exclusion: lock {lock} taken by thread {tid} (fast path) while thread {h} holds it"
+                    )));
+                }
+                self.stats.fast_lock_ops += 1;
+                self.fast_holders.insert(tid, (lock, false));
+                let t = &mut self.threads[tid];
+                if let Op::TryLock { reg, .. } = op {
+                    set_reg(&mut t.regs, reg, 1);
+                }
+                self.advance(tid);
+            }
             Op::Lock(lock) | Op::TryLock { lock, .. } => {
                 let try_only = matches!(op, Op::TryLock { .. });
                 self.threads[tid].state = ThreadState::Lock(lock);
@@ -740,7 +783,30 @@ impl Cluster {
                     .lock_acquire(lock, tid as u64, try_only, &mut ev);
                 self.sync_events(node, ev)?;
             }
-            Op::Unlock(lock) => self.start_release(tid, Pending::Unlock { tid, lock })?,
+            Op::Unlock(lock) => {
+                if let Some((held, hooks_ran)) = self.fast_holders.remove(&tid) {
+                    if held != lock {
+                        self.fast_holders.insert(tid, (held, hooks_ran));
+                    } else {
+                        let nd = &self.nodes[node as usize];
+                        if !hooks_ran && nd.proto.quiescent() && !nd.sync.lock_wanted(lock) {
+                            self.lock_holders.remove(&lock);
+                            let mut ev = Vec::new();
+                            self.nodes[node as usize]
+                                .sync
+                                .lock_release(lock, tid as u64, Vec::new(), &mut ev)
+                                .map_err(|e| SimErrorKind::Sync(format!("node {node}: {e}")))?;
+                            self.stats.fast_lock_ops += 1;
+                            self.advance(tid);
+                            return self.sync_events(node, ev);
+                        }
+                        if !hooks_ran {
+                            self.late_acquire(node)?;
+                        }
+                    }
+                }
+                self.start_release(tid, Pending::Unlock { tid, lock })?
+            }
             Op::Crash => {
                 self.crashed = Some(node);
                 for t in self.threads.iter_mut().filter(|t| t.node == node) {
@@ -833,6 +899,7 @@ impl Cluster {
     // ---------------- engine: actions and sync events ----------------
 
     fn exec(&mut self, node: NodeId, actions: Vec<Action>, incoming: Option<&[u8]>) -> SimResult {
+        self.convert_fast(node)?;
         for a in actions {
             match a {
                 Action::Send { to, msg, attach } => {
@@ -1066,6 +1133,34 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// The engine's fast-path conversion: a protocol hook just ran on `node`; if the protocol
+    /// is no longer quiescent, the acquire hooks run late for every fast-path holder there.
+    fn convert_fast(&mut self, node: NodeId) -> SimResult {
+        if self.fast_holders.is_empty() || self.nodes[node as usize].proto.quiescent() {
+            return Ok(());
+        }
+        let mut late = 0;
+        for (tid, (_, hooks_ran)) in self.fast_holders.iter_mut() {
+            if self.threads[*tid].node == node && !*hooks_ran {
+                *hooks_ran = true;
+                late += 1;
+            }
+        }
+        for _ in 0..late {
+            self.late_acquire(node)?;
+        }
+        Ok(())
+    }
+
+    /// `on_acquire` with no notices for a critical section entered through the fast path.
+    fn late_acquire(&mut self, node: NodeId) -> SimResult {
+        let nd = &mut self.nodes[node as usize];
+        let token = nd.token(Pending::Acquire { tids: Vec::new() });
+        let mut out = Vec::new();
+        nd.proto.on_acquire(&nd.ctx, token, &[], &mut out);
+        self.exec(node, out, None)
     }
 
     fn start_acquire(

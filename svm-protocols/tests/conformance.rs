@@ -954,11 +954,13 @@ pub fn notices_survive_barrier_races(s: &Subject) {
 /// Fairness: three threads of node 0 take one lock again and again while one thread on each
 /// other node wants it a few times. A node whose request joined the lock's queue gets the
 /// token within `MAX_LOCAL_HANDOFFS + 1` grants per node ahead of it; mutual exclusion is
-/// checked by the simulator at every grant.
+/// checked by the simulator at every grant, including those of the fast path (which every
+/// test of the suite models: `SimConfig::fast_locks`).
 pub fn lock_fairness(s: &Subject) {
     const LOCK: u64 = 5;
     const HOT_ROUNDS: usize = 30;
     const COLD_ROUNDS: usize = 3;
+    let mut fast_ops = 0;
     for seed in 0..seeds() {
         let nodes = 2 + (seed % 2) as NodeId;
         let mut c = cluster(s, nodes, seed);
@@ -1025,7 +1027,14 @@ pub fn lock_fairness(s: &Subject) {
         for n in 0..nodes {
             assert!(c.sync_state(n).max_overtakes() <= svm_core::sync::MAX_LOCAL_HANDOFFS);
         }
+        fast_ops += stats.fast_lock_ops;
     }
+    // The engine's fast path (modelled by the simulator) was taken.
+    assert!(
+        fast_ops > 0,
+        "{} / lock fairness: no fast-path lock operation",
+        s.name
+    );
 }
 
 /// A node that dies holding a lock's token ends the run naming it and the token (the engine

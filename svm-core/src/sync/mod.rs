@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+pub mod fast;
 pub mod sem;
 
 use svm_comm::wire::{NodeId, PageId, SyncMsg};
@@ -212,6 +213,27 @@ impl SyncState {
         self.locks
             .get(&lock)
             .is_some_and(|l| l.token && l.owner.is_none() && l.queue.is_empty() && l.next.is_none())
+    }
+
+    /// Records local thread `waiter` as the holder of `lock`, whose token is here and free: it
+    /// took the lock through the application-thread fast path ([`fast`]), and the engine now
+    /// takes the lock's state back. Returns false if the token is not here and free.
+    pub fn adopt_holder(&mut self, lock: u64, waiter: Waiter) -> bool {
+        match self.locks.get_mut(&lock) {
+            Some(l) if l.token && l.owner.is_none() => {
+                l.owner = Some(waiter);
+                l.lingering = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a local thread or a remote node waits for `lock`.
+    pub fn lock_wanted(&self, lock: u64) -> bool {
+        self.locks
+            .get(&lock)
+            .is_some_and(|l| !l.queue.is_empty() || l.next.is_some())
     }
 
     /// Whether local thread `waiter` holds `lock`.
