@@ -1652,7 +1652,7 @@ impl Node {
         let tokens = if tokens.is_empty() {
             String::new()
         } else {
-            format!("; it held, or was last in line for, the tokens of locks {tokens:?}")
+            format!("; it may hold the token of locks {tokens:?} (it held or was in line for them)")
         };
         self.fatal(
             Some(st),

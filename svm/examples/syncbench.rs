@@ -10,6 +10,9 @@
 //!   counter=<value> expected=<nodes*ITERS> OK` (without `OK`, and exit 1, on a lost update).
 //! - `barrier ITERS`: every node calls the barrier of all nodes ITERS times. Prints
 //!   `barrier_us=<µs per barrier> OK`.
+//! - `hold SECONDS` (a failure test): node 1 takes a lock node 0 manages, prints
+//!   `rank=1 pid=<pid> holding lock <id>`, holds it for SECONDS and exits without releasing it
+//!   or finishing; node 0 waits for the lock meanwhile, so the job must fail naming node 1.
 //!
 //! ```text
 //! svmrun -n 2 target/release/examples/syncbench counter 10000
@@ -22,7 +25,7 @@ use std::time::Instant;
 
 use svm::{Mutex, SharedSlice};
 
-const USAGE: &str = "usage: syncbench reacquire|counter|barrier ITERS    (lock and barrier timings; see the source's header)";
+const USAGE: &str = "usage: syncbench reacquire|counter|barrier|hold ITERS    (lock and barrier timings; see the source's header)";
 const PAGE: usize = 4096;
 const WORDS_PER_PAGE: usize = PAGE / std::mem::size_of::<u64>();
 
@@ -33,6 +36,7 @@ enum Mode {
     Reacquire,
     Counter,
     Barrier,
+    Hold,
 }
 
 fn parse_args() -> Result<Option<(Mode, u64)>, String> {
@@ -44,9 +48,10 @@ fn parse_args() -> Result<Option<(Mode, u64)>, String> {
                 "reacquire" => Mode::Reacquire,
                 "counter" => Mode::Counter,
                 "barrier" => Mode::Barrier,
+                "hold" => Mode::Hold,
                 other => {
                     return Err(format!(
-                        "unknown MODE {other:?} (expected reacquire, counter or barrier)"
+                        "unknown MODE {other:?} (expected reacquire, counter, barrier or hold)"
                     ))
                 }
             };
@@ -154,12 +159,42 @@ fn barrier(iters: u64) -> Result<bool, BoxError> {
     Ok(true)
 }
 
+fn hold(seconds: u64) -> Result<bool, BoxError> {
+    use std::io::Write;
+    let me = svm::node_id();
+    let n = svm::nodes();
+    let lock = Mutex::new(10 * n as u64); // managed by node 0
+    svm::barrier()?;
+    if me == 1 {
+        let g = lock.lock()?;
+        println!(
+            "rank=1 pid={} holding lock {}",
+            std::process::id(),
+            lock.id()
+        );
+        std::io::stdout().flush()?;
+        std::thread::sleep(std::time::Duration::from_secs(seconds));
+        // Die holding the token: no unlock, no finish.
+        std::mem::forget(g);
+        std::process::exit(0);
+    } else if me == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        lock.lock()?.unlock()?;
+    }
+    svm::barrier()?;
+    if me == 0 {
+        println!("hold OK");
+    }
+    Ok(true)
+}
+
 fn run((mode, iters): (Mode, u64)) -> Result<bool, BoxError> {
     let svm = svm::init()?;
     let ok = match mode {
         Mode::Reacquire => reacquire(iters)?,
         Mode::Counter => counter(iters)?,
         Mode::Barrier => barrier(iters)?,
+        Mode::Hold => hold(iters)?,
     };
     svm.finish()?;
     Ok(ok)

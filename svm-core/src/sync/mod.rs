@@ -100,6 +100,8 @@ struct NodeLock {
 struct ManagedLock {
     /// The node that holds the token or is the last in line for it.
     tail: NodeId,
+    /// The tail before the last forwarded request (it had, or was to get, the token then).
+    prev_tail: Option<NodeId>,
     /// A try-lock forwarded to the tail whose outcome is not known yet: requests wait for it.
     try_pending: Option<NodeId>,
     /// Requests that came while a try-lock was pending, with whether each is a try.
@@ -447,6 +449,7 @@ impl SyncState {
                 }
                 m.try_pending = None;
                 if *granted {
+                    m.prev_tail = Some(m.tail);
                     m.tail = *to;
                 } else {
                     out.push(SyncEvent::Send {
@@ -592,6 +595,7 @@ impl SyncState {
         let me = self.me;
         let m = self.managed_locks.entry(lock).or_insert(ManagedLock {
             tail: me,
+            prev_tail: None,
             try_pending: None,
             held: VecDeque::new(),
         });
@@ -618,6 +622,7 @@ impl SyncState {
         if try_only {
             m.try_pending = Some(from);
         } else {
+            m.prev_tail = Some(m.tail);
             m.tail = from;
         }
     }
@@ -669,12 +674,13 @@ impl SyncState {
         v
     }
 
-    /// Locks managed here whose token is at, or goes last to, `node`.
+    /// Locks managed here whose token is at, goes last to, or was last forwarded from `node`
+    /// (so it may hold the token now): for the message naming a lost node.
     pub fn locks_towards(&self, node: NodeId) -> Vec<u64> {
         let mut v: Vec<u64> = self
             .managed_locks
             .iter()
-            .filter(|(_, m)| m.tail == node)
+            .filter(|(_, m)| (m.tail == node || m.prev_tail == Some(node)) && node != self.me)
             .map(|(l, _)| *l)
             .collect();
         v.sort_unstable();
