@@ -8,6 +8,7 @@ mod deck;
 mod fault;
 mod report;
 mod splash;
+mod sync;
 mod util;
 
 use std::path::PathBuf;
@@ -22,7 +23,7 @@ use deck::Level;
     name = "svm-bench",
     version,
     about = "svm benchmarks: DECK-SCI latency/bandwidth (vs memcpy), application speedups (vs sequential) and \
-             page-fault times (vs the SVMlib paper)",
+             page-fault times (vs the SVMlib paper), locks and barriers (vs pthread, futex and TCP floors)",
     long_about = "svm benchmarks. Every subcommand measures against a baseline in the same run, checks every \
                   result it times, prints one progress line per configuration on stderr and writes Markdown \
                   tables + SVG plots into --out (default target/svm-bench).\n\n\
@@ -87,7 +88,11 @@ enum Cmd {
     /// suite's pthread macros and with c.m4.svm, run at p = 1, 2, 4, verified, svm/pthread time
     /// ratio, faults, pages, locks, barriers → splash.md + splash_ratio.svg. Not part of `all`.
     Splash(SplashArgs),
-    /// `deck`, `apps` and `fault` (not `splash`: it needs the suite).
+    /// Locks and barriers: lock re-acquire (manager here / elsewhere), contended lock + counter
+    /// at 2 and 4 nodes, barrier at 2/4/8 nodes, over TCP and DECK-SCI, beside the floors
+    /// (pthread mutex and barrier, futex ping-pong, TCP round trip) → sync.md + sync_barrier.svg.
+    Sync(Common),
+    /// `deck`, `apps`, `fault` and `sync` (not `splash`: it needs the suite).
     All(Common),
     /// The peer process of `deck` (started by svm-bench itself).
     #[command(hide = true, name = "deck-peer")]
@@ -197,12 +202,14 @@ fn main() -> ExitCode {
             };
             finish("splash", splash::run(&o))
         }
+        Cmd::Sync(c) => finish("sync", sync::run(c.level(), &c.out())),
         Cmd::All(c) => {
             let d = finish("deck", deck::run(c.level(), &c.out()));
             let protocols: Vec<String> = apps::PROTOCOLS.iter().map(|s| s.to_string()).collect();
             let a = finish("apps", apps::run(c.level(), &c.out(), &protocols));
             let f = finish("fault", fault::run(c.level(), &c.out()));
-            d && a && f
+            let y = finish("sync", sync::run(c.level(), &c.out()));
+            d && a && f && y
         }
     };
     if ok {

@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,7 @@ use crate::page_table::{PageTable, PageWaiter};
 use crate::protocol::{Action, Context, Protocol};
 use crate::space::Space;
 use crate::stats::{Counters, Stats};
+use crate::sync::fast::{FastLock, Reclaimed};
 use crate::sync::sem::SemState;
 use crate::sync::{SyncEvent, SyncState, Waiter};
 use crate::sys::segv::now_ns;
@@ -150,6 +151,11 @@ struct EngineState {
     finish_waiter: Option<Waiter>,
     /// True while handling a message from another node (fault accounting: remote vs local).
     handling_remote: bool,
+    /// Lock tokens lingering after a local release while a remote node waits: (when the
+    /// linger ends, lock).
+    lingers: Vec<(Instant, u64)>,
+    /// The fast-path words of the locks whose token has been idle here (also in `Node::fast`).
+    fast_locks: FxHashMap<u64, Arc<FastLock>>,
 }
 
 struct Ctx<'a> {
@@ -212,10 +218,22 @@ pub struct Node {
     next_waiter: AtomicU64,
     user_box: Mutex<VecDeque<UserMessage>>,
     user_cv: std::sync::Condvar,
+    /// Some lock token lingers (`EngineState::lingers` is not empty): the engine polls
+    /// without sleeping until the lingers end.
+    lingering: AtomicBool,
+    /// Fast-path words by lock id, for application threads (written under the state lock).
+    fast: RwLock<FxHashMap<u64, Arc<FastLock>>>,
+    /// Some protocol is not quiescent (`Protocol::quiescent`): no fast-path lock operation.
+    proto_dirty: AtomicBool,
+    /// Locks held through the fast path right now.
+    fast_held: AtomicU32,
 }
 
 thread_local! {
     static THREAD_WAITER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// This thread's copy of `Node::fast` entries it used: (node address, lock → word).
+    static FAST_CACHE: std::cell::RefCell<(usize, FxHashMap<u64, Arc<FastLock>>)> =
+        std::cell::RefCell::new((0, FxHashMap::default()));
 }
 
 impl Node {
@@ -257,6 +275,8 @@ impl Node {
             goodbye_sent: false,
             finish_waiter: None,
             handling_remote: false,
+            lingers: Vec::new(),
+            fast_locks: FxHashMap::default(),
         };
         let node = Arc::new(Node {
             me,
@@ -273,6 +293,10 @@ impl Node {
             next_waiter: AtomicU64::new(1),
             user_box: Mutex::new(VecDeque::new()),
             user_cv: std::sync::Condvar::new(),
+            lingering: AtomicBool::new(false),
+            fast: RwLock::new(FxHashMap::default()),
+            proto_dirty: AtomicBool::new(true),
+            fast_held: AtomicU32::new(0),
         });
         crate::profile::start(crate::profile::Setup {
             profile: node.cfg.profile.as_deref(),
@@ -281,6 +305,10 @@ impl Node {
             nodes,
             page_size,
         });
+        {
+            let mut st = node.lock_state();
+            node.note_protocols(&mut st);
+        }
         let poller = Poller::new()?;
         poller.add(node.backend.poll_fd(), TOKEN_FAULTS)?;
         poller.add(node.wake.raw(), TOKEN_WAKE)?;
@@ -464,6 +492,9 @@ impl Node {
 
     /// Runs the actions protocol `proto` emitted, in order.
     fn run_actions(&self, st: &mut EngineState, proto: u8, actions: Vec<Action>, incoming: &[u8]) {
+        // A protocol hook just ran: before any action can wake a thread, tell the lock fast
+        // path whether the protocols are still quiescent.
+        self.note_protocols(st);
         let ps = self.space.page_size();
         for a in actions {
             match a {
@@ -800,6 +831,9 @@ impl Node {
                 self.run_actions(st, proto, acts, data);
             }
             Msg::Sync(m) => {
+                if let wire::SyncMsg::LockForward { lock, .. } = m {
+                    self.reclaim_fast(st, lock);
+                }
                 let mut evs = Vec::new();
                 if !st.sems.on_message(from, &m, &mut evs) {
                     st.sync.on_message(from, &m, &mut evs);
@@ -904,6 +938,14 @@ impl Node {
                 } => self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices),
                 SyncEvent::TryFailed { waiter, .. } => {
                     self.complete(st, waiter, WaitResult::TryFailed)
+                }
+                SyncEvent::Linger { lock } => {
+                    st.lingers
+                        .push((Instant::now() + crate::sync::LOCK_LINGER, lock));
+                    if !self.lingering.swap(true, Ordering::AcqRel) {
+                        // The engine may be asleep: it must end the linger in time.
+                        self.wake.signal();
+                    }
                 }
                 SyncEvent::BarrierDone {
                     barrier,
@@ -1022,6 +1064,7 @@ impl Node {
                 match st.sync.lock_release(lock, waiter, notices, &mut evs) {
                     Ok(()) => {
                         self.run_sync_events(st, evs);
+                        self.publish_fast(st, lock);
                         self.complete(st, waiter, WaitResult::Released);
                     }
                     Err(_) => self.complete(st, waiter, WaitResult::NotHolder),
@@ -1095,11 +1138,156 @@ impl Node {
         r.unwrap_or(WaitResult::Finished)
     }
 
+    // ----------------------------------------------------------------------------------------
+    // The lock fast path (`sync::fast`)
+
+    /// Records whether every protocol is quiescent; if not, runs the acquire hooks late for
+    /// every lock a thread holds through the fast path (so the critical section is counted
+    /// open and its release runs the hooks).
+    fn note_protocols(&self, st: &mut EngineState) {
+        let quiet = st.protocols.iter().flatten().all(|p| p.quiescent());
+        self.proto_dirty.store(!quiet, Ordering::SeqCst);
+        if quiet || self.fast_held.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let converted = st.fast_locks.values().filter(|f| f.convert()).count();
+        for _ in 0..converted {
+            self.late_acquire(st);
+        }
+    }
+
+    /// Runs the acquire hooks (no notices) for a critical section entered through the fast
+    /// path; nobody waits for their completion.
+    fn late_acquire(&self, st: &mut EngineState) {
+        let token = Self::new_token(st);
+        st.acquires.insert(
+            token,
+            AcquireCont {
+                waiters: Vec::new(),
+                result: WaitResult::Granted,
+            },
+        );
+        self.acquire_all(st, token, &[], false);
+    }
+
+    /// The engine is about to change `lock`'s state: takes its fast-path word back, adopting a
+    /// thread that holds it through the fast path as the holder.
+    fn reclaim_fast(&self, st: &mut EngineState, lock: u64) {
+        if let Some(f) = st.fast_locks.get(&lock) {
+            if let Reclaimed::Holder(h) = f.reclaim() {
+                st.sync.adopt_holder(lock, h);
+            }
+        }
+    }
+
+    /// A slow-path release by `w`: if it took `lock` through the fast path, the engine takes
+    /// over (records it as the holder, runs the acquire hooks it skipped).
+    fn take_back_fast(&self, st: &mut EngineState, lock: u64, w: Waiter) {
+        let Some(f) = st.fast_locks.get(&lock).cloned() else {
+            return;
+        };
+        let Some(tb) = f.take_back(w) else {
+            return;
+        };
+        self.fast_held.fetch_sub(1, Ordering::SeqCst);
+        if tb.adopt {
+            st.sync.adopt_holder(lock, w);
+        }
+        if tb.acquire_hooks {
+            self.late_acquire(st);
+        }
+    }
+
+    /// After a slow-path release: if the token stays here idle, threads may take it through
+    /// the fast path.
+    fn publish_fast(&self, st: &mut EngineState, lock: u64) {
+        if !st.sync.token_idle(lock) {
+            return;
+        }
+        let f = st
+            .fast_locks
+            .entry(lock)
+            .or_insert_with(|| {
+                let f = Arc::new(FastLock::new());
+                self.fast
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(lock, f.clone());
+                f
+            })
+            .clone();
+        f.publish();
+    }
+
+    /// Runs `op` on the fast-path word of `lock`, if there is one (thread-local cache first).
+    fn with_fast<R>(&self, lock: u64, op: impl FnOnce(&FastLock) -> R) -> Option<R> {
+        FAST_CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            let me = self as *const Node as usize;
+            if c.0 != me {
+                c.0 = me;
+                c.1.clear();
+            }
+            let f = match c.1.get(&lock) {
+                Some(f) => f,
+                None => {
+                    let f = self
+                        .fast
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&lock)?
+                        .clone();
+                    c.1.entry(lock).or_insert(f)
+                }
+            };
+            Some(op(f))
+        })
+    }
+
+    /// Takes `lock` without the engine if its token is here, idle, and the protocols are
+    /// quiescent.
+    fn fast_lock(&self, lock: u64) -> bool {
+        let w = THREAD_WAITER.with(|c| c.get());
+        if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.with_fast(lock, |f| {
+            self.fast_held.fetch_add(1, Ordering::SeqCst);
+            let ok = f.try_take(w);
+            if !ok {
+                self.fast_held.fetch_sub(1, Ordering::SeqCst);
+            }
+            ok
+        })
+        .unwrap_or(false)
+    }
+
+    /// Releases `lock` without the engine if this thread took it through the fast path and
+    /// nothing needs the release hooks.
+    fn fast_unlock(&self, lock: u64) -> bool {
+        let w = THREAD_WAITER.with(|c| c.get());
+        if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.with_fast(lock, |f| {
+            let ok = f.try_give_back(w);
+            if ok {
+                self.fast_held.fetch_sub(1, Ordering::SeqCst);
+            }
+            ok
+        })
+        .unwrap_or(false)
+    }
+
     /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
     pub fn lock(&self, id: u64, try_only: bool) -> bool {
+        if self.fast_lock(id) {
+            return true;
+        }
         let t0 = Instant::now();
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
         let r = self.wait_op(Blocked::Lock(id), |n, st, w| {
+            n.reclaim_fast(st, id);
             let mut evs = Vec::new();
             st.sync.lock_acquire(id, w, try_only, &mut evs);
             n.run_sync_events(st, evs);
@@ -1119,7 +1307,11 @@ impl Node {
 
     /// Releases lock `id`. Returns false if the calling thread does not hold it.
     pub fn unlock(&self, id: u64) -> bool {
+        if self.fast_unlock(id) {
+            return true;
+        }
         let r = self.wait_op(Blocked::Unlock(id), |n, st, w| {
+            n.take_back_fast(st, id, w);
             if !st.sync.is_holder(id, w) {
                 n.complete(st, w, WaitResult::NotHolder);
                 return;
@@ -1376,7 +1568,12 @@ impl Node {
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
             // follows within tens of microseconds), then sleep in epoll.
-            let timeout = if idle_polls < spin_polls { 0 } else { 100 };
+            let lingering = self.lingering.load(Ordering::Acquire);
+            let timeout = if idle_polls < spin_polls || lingering {
+                0
+            } else {
+                100
+            };
             if let Err(e) = poller.wait(&mut tokens, timeout) {
                 let st = self.lock_state();
                 self.fatal(Some(&st), &format!("engine poll failed: {e}"));
@@ -1386,7 +1583,7 @@ impl Node {
             }
             if tokens.is_empty() {
                 idle_polls = idle_polls.saturating_add(1);
-                if idle_polls < spin_polls {
+                if idle_polls < spin_polls || lingering {
                     std::thread::yield_now();
                 } else if timeout > 0 {
                     // A whole sleep passed without a wake-up: look at every link anyway, so a
@@ -1470,6 +1667,9 @@ impl Node {
                 }
                 self.drain_loopback(&mut st);
             }
+            if lingering {
+                self.end_lingers(&mut st);
+            }
             if last_check.elapsed() >= Duration::from_millis(100) {
                 last_check = Instant::now();
                 if let Some((_, w)) = st.pages.oldest_waiter() {
@@ -1485,6 +1685,29 @@ impl Node {
                     }
                 }
             }
+        }
+    }
+
+    /// Moves on the lock tokens whose linger time has passed.
+    fn end_lingers(&self, st: &mut EngineState) {
+        let now = Instant::now();
+        let mut ended = Vec::new();
+        st.lingers.retain(|&(t, lock)| {
+            if t <= now {
+                ended.push(lock);
+                false
+            } else {
+                true
+            }
+        });
+        for lock in ended {
+            let mut evs = Vec::new();
+            st.sync.linger_expired(lock, &mut evs);
+            self.run_sync_events(st, evs);
+        }
+        self.drain_loopback(st);
+        if st.lingers.is_empty() {
+            self.lingering.store(false, Ordering::Release);
         }
     }
 
@@ -1513,9 +1736,15 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        let tokens = st.sync.locks_towards(peer);
+        let tokens = if tokens.is_empty() {
+            String::new()
+        } else {
+            format!("; it may hold the token of locks {tokens:?} (it held or was in line for them)")
+        };
         self.fatal(
             Some(st),
-            &format!("lost node {peer} ({why}); it died or its connection broke"),
+            &format!("lost node {peer} ({why}); it died or its connection broke{tokens}"),
         )
     }
 }

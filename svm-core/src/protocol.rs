@@ -191,6 +191,17 @@ pub trait Protocol: Send {
         self.on_acquire(ctx, token, notices, out)
     }
 
+    /// Whether this node's protocol state is *quiescent*: a release now would complete at once
+    /// with no notices and no action but `ReleaseDone`, and an acquire with no notices would
+    /// emit nothing but `AcquireDone` (it may count an open critical section that the matching
+    /// release uncounts). Then the engine may skip both hooks for a lock taken and released on
+    /// this node while nothing else happens (the application-thread fast path); if the state
+    /// stops being quiescent while such a lock is held, the engine runs `on_acquire` (no
+    /// notices) late and the release normally. Default: false (the hooks always run).
+    fn quiescent(&self) -> bool {
+        false
+    }
+
     /// Counters for statistics.
     fn stats(&self) -> ProtocolStats {
         ProtocolStats::default()

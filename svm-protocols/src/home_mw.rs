@@ -535,6 +535,15 @@ impl HomeMw {
         self.flush(ctx, Some((token, notices)), out);
     }
 
+    /// Nothing a release would flush, wait for or hand over as notices.
+    pub(crate) fn quiescent(&self) -> bool {
+        self.dirty.is_empty()
+            && self.dirty_home.is_empty()
+            && self.pushed.is_empty()
+            && self.flushes.is_empty()
+            && self.since_release.is_empty()
+    }
+
     pub(crate) fn on_barrier_arrive(
         &mut self,
         ctx: &dyn Context,
@@ -791,6 +800,9 @@ macro_rules! home_mw_protocol {
                     out: &mut Vec<Action>,
                 ) {
                     self.0.on_barrier_depart(ctx, token, notices, out)
+                }
+                fn quiescent(&self) -> bool {
+                    self.0.quiescent()
                 }
                 fn stats(&self) -> ProtocolStats {
                     self.0.stats()

@@ -87,6 +87,11 @@ pub struct SimConfig {
     pub check_single_writer: bool,
     /// How many recent events an error dump shows.
     pub trace_len: usize,
+    /// Model the engine's lock fast path: a lock whose token is idle on the node is taken
+    /// and released without the protocol's hooks while the protocol is quiescent
+    /// (`Protocol::quiescent`); if it stops being quiescent meanwhile, `on_acquire` (no
+    /// notices) runs late and the release runs normally. Default: on.
+    pub fast_locks: bool,
 }
 
 impl SimConfig {
@@ -101,6 +106,7 @@ impl SimConfig {
             home: Arc::new(move |p| (p % nodes as u64) as NodeId),
             discard: Discard::NotHome,
             check_single_writer: false,
+            fast_locks: true,
             trace_len: 48,
         }
     }
@@ -135,6 +141,10 @@ impl SimConfig {
         self.check_single_writer = on;
         self
     }
+    pub fn fast_locks(mut self, on: bool) -> Self {
+        self.fast_locks = on;
+        self
+    }
 }
 
 /// One instruction of a simulated thread. Addresses are byte addresses of 8-byte words
@@ -163,6 +173,11 @@ pub enum Op {
         value: u64,
         max_loads: u32,
     },
+    /// The thread's node dies: its threads stop and messages to it are lost. What it sent
+    /// before is still delivered (as TCP does); once that is drained every peer sees the
+    /// connection close, and the run ends with [`SimErrorKind::NodeLost`] naming it — the
+    /// engine ends the job the same way.
+    Crash,
 }
 
 /// Why a run failed.
@@ -182,6 +197,8 @@ pub enum SimErrorKind {
     Invariant(String),
     /// The program is malformed (misaligned or unaligned address, ...).
     BadProgram(String),
+    /// A node died ([`Op::Crash`]); `tokens` are the locks whose token it held.
+    NodeLost { node: NodeId, tokens: Vec<u64> },
 }
 
 /// A failed run: what went wrong and a dump of the cluster's state at that moment.
@@ -219,6 +236,12 @@ pub struct RunStats {
     /// Largest number of write notices held at lock managers over the whole cluster, sampled
     /// after every sync message delivery.
     pub peak_lock_notices: u64,
+    /// Fairness: the largest number of grants of a lock to other nodes' threads between a
+    /// node's request reaching the end of the lock's queue (the manager's `LockForward`
+    /// delivered) and the token reaching that node.
+    pub max_lock_overtakes: u64,
+    /// Lock acquires and releases that took the fast path ([`SimConfig::fast_locks`]).
+    pub fast_lock_ops: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,6 +383,8 @@ impl SimNode {
 enum Choice {
     Channel(usize),
     Thread(ThreadId),
+    /// The linger time of a released lock token on a node passes (`SyncEvent::Linger`).
+    Linger(NodeId, u64),
 }
 
 type SimResult<T = ()> = Result<T, SimErrorKind>;
@@ -379,6 +404,16 @@ pub struct Cluster {
     touched: Vec<(NodeId, PageId)>,
     zero_page: Vec<u8>,
     choices: Vec<Choice>,
+    /// The thread inside each lock's critical section (mutual exclusion check).
+    lock_holders: HashMap<u64, ThreadId>,
+    /// (lock, node) → grants to other nodes since the node's request joined the lock's queue.
+    lock_waits: HashMap<(u64, NodeId), u64>,
+    /// The node that crashed ([`Op::Crash`]).
+    crashed: Option<NodeId>,
+    /// Lingering lock tokens (node, lock): their timers fire at random steps.
+    lingers: Vec<(NodeId, u64)>,
+    /// Threads holding a lock taken through the fast path: thread → (lock, acquire hooks ran).
+    fast_holders: HashMap<ThreadId, (u64, bool)>,
 }
 
 impl Cluster {
@@ -416,6 +451,11 @@ impl Cluster {
             trace: VecDeque::new(),
             touched: Vec::new(),
             choices: Vec::new(),
+            lock_holders: HashMap::new(),
+            lock_waits: HashMap::new(),
+            crashed: None,
+            lingers: Vec::new(),
+            fast_holders: HashMap::new(),
             cfg,
         }
     }
@@ -542,12 +582,27 @@ impl Cluster {
                     self.choices.push(Choice::Channel(i));
                 }
             }
+            for &(node, lock) in &self.lingers {
+                if self.crashed != Some(node) {
+                    self.choices.push(Choice::Linger(node, lock));
+                }
+            }
             let mut unfinished = false;
             for (i, t) in self.threads.iter().enumerate() {
                 match t.state {
                     ThreadState::Runnable => self.choices.push(Choice::Thread(i)),
                     ThreadState::Finished => {}
                     _ => unfinished = true,
+                }
+            }
+            if let Some(dead) = self.crashed {
+                let pending =
+                    (0..self.n).any(|to| !self.chans[dead as usize * self.n + to].is_empty());
+                if !pending {
+                    return Err(SimErrorKind::NodeLost {
+                        node: dead,
+                        tokens: self.nodes[dead as usize].sync.tokens_held(),
+                    });
                 }
             }
             if self.choices.is_empty() {
@@ -566,6 +621,12 @@ impl Cluster {
             match pick {
                 Choice::Channel(c) => self.deliver(c)?,
                 Choice::Thread(t) => self.step_thread(t)?,
+                Choice::Linger(node, lock) => {
+                    self.lingers.retain(|&x| x != (node, lock));
+                    let mut ev = Vec::new();
+                    self.nodes[node as usize].sync.linger_expired(lock, &mut ev);
+                    self.sync_events(node, ev)?;
+                }
             }
             if self.cfg.check_single_writer {
                 self.check_single_writer()?;
@@ -588,6 +649,9 @@ impl Cluster {
         let payload = self.chans[c]
             .pop_front()
             .expect("chosen channel is non-empty");
+        if self.crashed == Some(to) {
+            return Ok(());
+        }
         match payload {
             Payload::Proto { msg, data } => {
                 self.record(TraceEv::Proto {
@@ -613,6 +677,14 @@ impl Cluster {
                     to,
                     msg: msg.clone(),
                 });
+                if let SyncMsg::LockForward {
+                    lock,
+                    to: waiting,
+                    try_only: false,
+                } = msg
+                {
+                    self.lock_waits.insert((lock, waiting), 0);
+                }
                 let mut ev = Vec::new();
                 self.nodes[to as usize].sync.on_message(from, &msg, &mut ev);
                 let held: usize = self
@@ -674,6 +746,34 @@ impl Cluster {
                     }
                 }
             }
+            Op::Lock(lock) | Op::TryLock { lock, .. }
+                if self.cfg.fast_locks
+                    && self.nodes[node as usize].sync.token_idle(lock)
+                    && self.nodes[node as usize].proto.quiescent() =>
+            {
+                let try_only = matches!(op, Op::TryLock { .. });
+                let mut ev = Vec::new();
+                self.nodes[node as usize]
+                    .sync
+                    .lock_acquire(lock, tid as u64, try_only, &mut ev);
+                if !matches!(ev.as_slice(), [SyncEvent::Granted { .. }]) {
+                    return Err(SimErrorKind::Sync(format!(
+                        "node {node}: an idle token of lock {lock} gave {ev:?}"
+                    )));
+                }
+                if let Some(h) = self.lock_holders.insert(lock, tid) {
+                    return Err(SimErrorKind::Invariant(format!(
+                        "mutual exclusion: lock {lock} taken by thread {tid} (fast path) while thread {h} holds it"
+                    )));
+                }
+                self.stats.fast_lock_ops += 1;
+                self.fast_holders.insert(tid, (lock, false));
+                let t = &mut self.threads[tid];
+                if let Op::TryLock { reg, .. } = op {
+                    set_reg(&mut t.regs, reg, 1);
+                }
+                self.advance(tid);
+            }
             Op::Lock(lock) | Op::TryLock { lock, .. } => {
                 let try_only = matches!(op, Op::TryLock { .. });
                 self.threads[tid].state = ThreadState::Lock(lock);
@@ -683,7 +783,36 @@ impl Cluster {
                     .lock_acquire(lock, tid as u64, try_only, &mut ev);
                 self.sync_events(node, ev)?;
             }
-            Op::Unlock(lock) => self.start_release(tid, Pending::Unlock { tid, lock })?,
+            Op::Unlock(lock) => {
+                if let Some((held, hooks_ran)) = self.fast_holders.remove(&tid) {
+                    if held != lock {
+                        self.fast_holders.insert(tid, (held, hooks_ran));
+                    } else {
+                        let nd = &self.nodes[node as usize];
+                        if !hooks_ran && nd.proto.quiescent() && !nd.sync.lock_wanted(lock) {
+                            self.lock_holders.remove(&lock);
+                            let mut ev = Vec::new();
+                            self.nodes[node as usize]
+                                .sync
+                                .lock_release(lock, tid as u64, Vec::new(), &mut ev)
+                                .map_err(|e| SimErrorKind::Sync(format!("node {node}: {e}")))?;
+                            self.stats.fast_lock_ops += 1;
+                            self.advance(tid);
+                            return self.sync_events(node, ev);
+                        }
+                        if !hooks_ran {
+                            self.late_acquire(node)?;
+                        }
+                    }
+                }
+                self.start_release(tid, Pending::Unlock { tid, lock })?
+            }
+            Op::Crash => {
+                self.crashed = Some(node);
+                for t in self.threads.iter_mut().filter(|t| t.node == node) {
+                    t.state = ThreadState::Finished;
+                }
+            }
             Op::Barrier { id, count } => self.start_release(
                 tid,
                 Pending::Arrive {
@@ -770,6 +899,7 @@ impl Cluster {
     // ---------------- engine: actions and sync events ----------------
 
     fn exec(&mut self, node: NodeId, actions: Vec<Action>, incoming: Option<&[u8]>) -> SimResult {
+        self.convert_fast(node)?;
         for a in actions {
             match a {
                 Action::Send { to, msg, attach } => {
@@ -862,6 +992,7 @@ impl Cluster {
                     let sync = |e| SimErrorKind::Sync(format!("node {node}: {e}"));
                     match self.nodes[node as usize].pending.remove(&token) {
                         Some(Pending::Unlock { tid, lock }) => {
+                            self.lock_holders.remove(&lock);
                             self.nodes[node as usize].sync.lock_release(lock, tid as u64, notices, &mut ev).map_err(sync)?;
                             self.advance(tid);
                         }
@@ -942,9 +1073,21 @@ impl Cluster {
                     self.chans[node as usize * self.n + to as usize].push_back(Payload::Sync(msg));
                 }
                 SyncEvent::Granted {
-                    waiter, notices, ..
+                    waiter,
+                    notices,
+                    lock,
                 } => {
                     let tid = self.check_waiter(node, waiter)?;
+                    if let Some(h) = self.lock_holders.insert(lock, tid) {
+                        return Err(SimErrorKind::Invariant(format!(
+                            "mutual exclusion: lock {lock} granted to thread {tid} (node {node}) while thread {h} holds it"
+                        )));
+                    }
+                    self.lock_waits.remove(&(lock, node));
+                    for (_, n) in self.lock_waits.iter_mut().filter(|((l, _), _)| *l == lock) {
+                        *n += 1;
+                        self.stats.max_lock_overtakes = self.stats.max_lock_overtakes.max(*n);
+                    }
                     self.start_acquire(node, vec![tid], &notices)?;
                 }
                 SyncEvent::BarrierDone {
@@ -963,6 +1106,11 @@ impl Cluster {
                         self.nodes[node as usize].sync.clear_lock_notices();
                     }
                     self.start_barrier_depart(node, tids, &notices)?;
+                }
+                SyncEvent::Linger { lock } => {
+                    if !self.lingers.contains(&(node, lock)) {
+                        self.lingers.push((node, lock));
+                    }
                 }
                 SyncEvent::TryFailed { waiter, .. } => {
                     let tid = self.check_waiter(node, waiter)?;
@@ -985,6 +1133,34 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// The engine's fast-path conversion: a protocol hook just ran on `node`; if the protocol
+    /// is no longer quiescent, the acquire hooks run late for every fast-path holder there.
+    fn convert_fast(&mut self, node: NodeId) -> SimResult {
+        if self.fast_holders.is_empty() || self.nodes[node as usize].proto.quiescent() {
+            return Ok(());
+        }
+        let mut late = 0;
+        for (tid, (_, hooks_ran)) in self.fast_holders.iter_mut() {
+            if self.threads[*tid].node == node && !*hooks_ran {
+                *hooks_ran = true;
+                late += 1;
+            }
+        }
+        for _ in 0..late {
+            self.late_acquire(node)?;
+        }
+        Ok(())
+    }
+
+    /// `on_acquire` with no notices for a critical section entered through the fast path.
+    fn late_acquire(&mut self, node: NodeId) -> SimResult {
+        let nd = &mut self.nodes[node as usize];
+        let token = nd.token(Pending::Acquire { tids: Vec::new() });
+        let mut out = Vec::new();
+        nd.proto.on_acquire(&nd.ctx, token, &[], &mut out);
+        self.exec(node, out, None)
     }
 
     fn start_acquire(

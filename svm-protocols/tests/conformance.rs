@@ -525,7 +525,9 @@ fn sequential_run(p: &DrfProgram) -> Vec<Vec<u64>> {
                     }
                     Op::AddImm { reg, imm } => regs[t][reg] = regs[t][reg].wrapping_add(imm),
                     Op::Lock(_) | Op::TryLock { .. } | Op::Unlock(_) | Op::Barrier { .. } => {}
-                    Op::SpinUntilEq { .. } => unreachable!("DRF programs do not spin"),
+                    Op::SpinUntilEq { .. } | Op::Crash => {
+                        unreachable!("DRF programs do not spin or crash")
+                    }
                 }
             }
         }
@@ -949,6 +951,132 @@ pub fn notices_survive_barrier_races(s: &Subject) {
     }
 }
 
+/// Fairness: three threads of node 0 take one lock again and again while one thread on each
+/// other node wants it a few times. A node whose request joined the lock's queue gets the
+/// token within `MAX_LOCAL_HANDOFFS + 1` grants per node ahead of it; mutual exclusion is
+/// checked by the simulator at every grant, including those of the fast path (which every
+/// test of the suite models: `SimConfig::fast_locks`).
+pub fn lock_fairness(s: &Subject) {
+    const LOCK: u64 = 5;
+    const HOT_ROUNDS: usize = 30;
+    const COLD_ROUNDS: usize = 3;
+    let mut fast_ops = 0;
+    for seed in 0..seeds() {
+        let nodes = 2 + (seed % 2) as NodeId;
+        let mut c = cluster(s, nodes, seed);
+        let counter = addr(3, 1);
+        let round = |p: &mut Vec<Op>| {
+            p.extend([
+                Op::Lock(LOCK),
+                Op::Load {
+                    addr: counter,
+                    reg: 0,
+                },
+                Op::AddImm { reg: 0, imm: 1 },
+                Op::StoreReg {
+                    addr: counter,
+                    reg: 0,
+                },
+                Op::Unlock(LOCK),
+            ])
+        };
+        let threads = 3 + nodes as usize - 1;
+        let barrier = Op::Barrier {
+            id: 1,
+            count: threads as u32,
+        };
+        for _ in 0..3 {
+            let mut p = Vec::new();
+            for _ in 0..HOT_ROUNDS {
+                round(&mut p);
+            }
+            p.push(barrier);
+            c.spawn(0, p);
+        }
+        let mut last = 0;
+        for n in 1..nodes {
+            let mut p = Vec::new();
+            for _ in 0..COLD_ROUNDS {
+                round(&mut p);
+            }
+            p.push(barrier);
+            p.push(Op::Load {
+                addr: counter,
+                reg: 1,
+            });
+            last = c.spawn(n, p);
+        }
+        let stats = match c.run() {
+            Ok(st) => st,
+            Err(e) => panic!("{} / lock fairness, seed {seed}: {e}", s.name),
+        };
+        let expected = (3 * HOT_ROUNDS + (nodes as usize - 1) * COLD_ROUNDS) as u64;
+        assert_eq!(
+            c.log(last).last().copied(),
+            Some(expected),
+            "{} / lock fairness, seed {seed}: lost increments",
+            s.name
+        );
+        let bound = (nodes as u64 - 1) * (svm_core::sync::MAX_LOCAL_HANDOFFS as u64 + 1);
+        assert!(
+            stats.max_lock_overtakes <= bound,
+            "{} / lock fairness, seed {seed} ({nodes} nodes): a waiting node saw {} grants to others (bound {bound})",
+            s.name,
+            stats.max_lock_overtakes
+        );
+        for n in 0..nodes {
+            assert!(c.sync_state(n).max_overtakes() <= svm_core::sync::MAX_LOCAL_HANDOFFS);
+        }
+        fast_ops += stats.fast_lock_ops;
+    }
+    // The engine's fast path (modelled by the simulator) was taken.
+    assert!(
+        fast_ops > 0,
+        "{} / lock fairness: no fast-path lock operation",
+        s.name
+    );
+}
+
+/// A node that dies holding a lock's token ends the run naming it and the token (the engine
+/// ends the job the same way), whether or not another node waits for the token.
+pub fn lost_token_holder(s: &Subject) {
+    const LOCK: u64 = 4; // managed by node 0
+    for seed in 0..seeds() {
+        let mut c = cluster(s, 2, seed);
+        let x = addr(2, 0);
+        c.spawn(
+            1,
+            vec![Op::Lock(LOCK), Op::Store { addr: x, value: 1 }, Op::Crash],
+        );
+        c.spawn(
+            0,
+            vec![
+                Op::Lock(LOCK),
+                Op::Store { addr: x, value: 2 },
+                Op::Unlock(LOCK),
+                Op::Lock(LOCK),
+                Op::Unlock(LOCK),
+            ],
+        );
+        let e = c.run().expect_err("a run whose node crashed must fail");
+        assert_eq!(
+            e.kind,
+            svm_protocols::sim::SimErrorKind::NodeLost {
+                node: 1,
+                tokens: vec![LOCK]
+            },
+            "{} / lost token holder, seed {seed}: {e}",
+            s.name
+        );
+        assert!(
+            c.sync_state(0).tokens_held().is_empty(),
+            "{} / lost token holder, seed {seed}: {}",
+            s.name,
+            c.sync_state(0).describe_lock(LOCK)
+        );
+    }
+}
+
 // ---------------------------------------------------------------- the protocols
 
 macro_rules! conformance_suite {
@@ -995,6 +1123,14 @@ macro_rules! conformance_suite {
             #[test]
             fn notices_stay_bounded() {
                 super::notices_stay_bounded(&SUBJECT)
+            }
+            #[test]
+            fn lock_fairness() {
+                super::lock_fairness(&SUBJECT)
+            }
+            #[test]
+            fn lost_token_holder() {
+                super::lost_token_holder(&SUBJECT)
             }
         }
     };

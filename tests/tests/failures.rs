@@ -69,6 +69,31 @@ fn killed_node_fails_the_job_quickly_segv() {
     node_killed("segv");
 }
 
+/// A node that dies while it holds a lock's token, with another node waiting for the token:
+/// the job fails, and the lock's manager names the lost node and the lock.
+#[test]
+fn lost_token_holder_fails_the_job_naming_it() {
+    let _serial = serial();
+    let prog = example_path("syncbench");
+    let out = run_svmrun(
+        &[
+            "-n",
+            "2",
+            "--timeout",
+            "20",
+            prog.to_str().unwrap(),
+            "hold",
+            "1",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(!out.success(), "the job must fail when a node dies\n{out}");
+    out.assert_stdout_contains("holding lock 20");
+    out.assert_stderr_contains("lost node 1");
+    out.assert_stderr_contains("it may hold the token of locks [20]");
+    assert!(!out.lingering, "a node outlived svmrun\n{out}");
+}
+
 /// Connects to `addr` as soon as something listens there (retrying until `within`), sends
 /// `payload` and waits for the peer to close the connection. `Ok` describes how it closed.
 fn intrude(addr: SocketAddr, payload: Vec<u8>, within: Duration) -> Result<String, String> {

@@ -103,19 +103,29 @@ pub enum SyncMsg {
     LockAcquire { lock: u64 },
     /// Node → lock manager: take the lock only if free.
     LockTry { lock: u64 },
-    /// Lock manager → node: the lock is yours; `notices` are the write notices the protocol
-    /// attached to the lock (empty for sequential consistency).
-    LockGrant { lock: u64, notices: Vec<PageId> },
+    /// Lock manager → the node at the tail of the lock's queue (the node that holds the token
+    /// or will be the last to get it): pass the token to `to` when done with it. With
+    /// `try_only`: pass it now if it is here and free, and answer the manager either way
+    /// with `LockTryDone`.
+    LockForward {
+        lock: u64,
+        to: NodeId,
+        try_only: bool,
+    },
+    /// Token holder → next node (the lock's token moves): the lock is yours. `notices` are the
+    /// write notices attached to the lock, each with the newest count of completed global
+    /// barriers (epoch, see `SyncState::clear_lock_notices`) of a release that carried it.
+    LockGrant {
+        lock: u64,
+        notices: Vec<(PageId, u64)>,
+    },
     /// Lock manager → node: answer to `LockTry` when the lock is held.
     LockBusy { lock: u64 },
-    /// Node → lock manager: the node gives the lock back. `epoch` is the sender's count of
-    /// completed global barriers when it sent this (see `SyncState::clear_lock_notices`): the
-    /// manager keeps each notice with the newest epoch it came with and garbage-collects
-    /// notices older than its own epoch.
-    LockRelease {
+    /// Tail node → lock manager: the outcome of a `LockForward { try_only: true }` for `to`.
+    LockTryDone {
         lock: u64,
-        notices: Vec<PageId>,
-        epoch: u64,
+        to: NodeId,
+        granted: bool,
     },
     /// Node → barrier manager: one thread arrived; `count` is the caller's participant count.
     BarrierArrive {
@@ -206,7 +216,8 @@ impl Msg {
                 SyncMsg::LockTry { .. } => "lock_try",
                 SyncMsg::LockGrant { .. } => "lock_grant",
                 SyncMsg::LockBusy { .. } => "lock_busy",
-                SyncMsg::LockRelease { .. } => "lock_release",
+                SyncMsg::LockForward { .. } => "lock_forward",
+                SyncMsg::LockTryDone { .. } => "lock_try_done",
                 SyncMsg::BarrierArrive { .. } => "barrier_arrive",
                 SyncMsg::BarrierRelease { .. } => "barrier_release",
                 SyncMsg::BarrierMismatch { .. } => "barrier_mismatch",

@@ -38,7 +38,7 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
         (
             Msg::Sync(SyncMsg::LockGrant {
                 lock: 9,
-                notices: vec![1, 2, 3],
+                notices: vec![(1, 0), (2, 5), (3, 1)],
             }),
             vec![],
         ),
@@ -164,7 +164,7 @@ proptest::proptest! {
     }
 
     #[test]
-    fn lock_grants_round_trip(lock in proptest::prelude::any::<u64>(), notices in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..50)) {
+    fn lock_grants_round_trip(lock in proptest::prelude::any::<u64>(), notices in proptest::collection::vec(proptest::prelude::any::<(u64, u64)>(), 0..50)) {
         let m = Msg::Sync(SyncMsg::LockGrant { lock, notices });
         let f = encode(&m, 5, 1, &[]).unwrap();
         proptest::prop_assert_eq!(decode(&f).unwrap().msg, m);

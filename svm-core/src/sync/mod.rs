@@ -1,9 +1,14 @@
 //! Locks and barriers as sans-IO state machines, shared by the engine and the simulator.
 //!
-//! Each object has a manager node (`id % nodes`). Threads of one node queue locally first, so
-//! only one request per node crosses the network (cohort locking); a node that holds a lock hands
-//! it to its own waiting threads up to [`MAX_LOCAL_HANDOFFS`] times in a row before giving it back
-//! to the manager, so remote waiters are not starved.
+//! Each object has a manager node (`id % nodes`). Locks use **tokens that stay where they are
+//! used** (see `docs/sync.md`): the node that holds a lock's token keeps it after its threads
+//! release the lock, so re-acquiring a lock nobody else wants sends nothing. The manager only
+//! orders requests: it remembers the *tail* (the node that holds the token or will be the last
+//! to get it) and forwards each request to the tail (`LockForward`), which passes the token to
+//! the requester directly when it is done (`LockGrant`, carrying the lock's write notices).
+//! Threads of one node queue locally first, so only one request per node crosses the network
+//! (cohort locking); a node whose token a remote node waits for hands it to its own waiting
+//! threads at most [`MAX_LOCAL_HANDOFFS`] more times before passing it on (the fairness bound).
 //!
 //! The protocol hooks are not called here: the engine runs `Protocol::on_release` before calling
 //! [`SyncState::lock_release`] / [`SyncState::barrier_arrive`] (passing the notices the protocol
@@ -12,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+pub mod fast;
 pub mod sem;
 
 use svm_comm::wire::{NodeId, PageId, SyncMsg};
@@ -19,8 +25,12 @@ use svm_comm::wire::{NodeId, PageId, SyncMsg};
 /// Identifies one waiting thread (chosen by the engine).
 pub type Waiter = u64;
 
-/// Consecutive local hand-offs of a lock before it goes back to the manager.
+/// Local hand-offs of a lock's token, after a remote node asked for it, before it moves there.
 pub const MAX_LOCAL_HANDOFFS: u32 = 8;
+
+/// How long a released token waits for a local thread to take it again before it moves to
+/// the remote node that asked for it ([`SyncEvent::Linger`]).
+pub const LOCK_LINGER: std::time::Duration = std::time::Duration::from_micros(30);
 
 /// What the sync layer asks the engine to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +45,11 @@ pub enum SyncEvent {
     },
     /// A try-lock by `waiter` failed: the lock is held elsewhere.
     TryFailed { lock: u64, waiter: Waiter },
+    /// A local thread released `lock` while a remote node waits for it and no local thread
+    /// does: the token stays for a short while in case a local thread takes the lock again
+    /// (within the fairness bound). Call [`SyncState::linger_expired`] after
+    /// [`LOCK_LINGER`] (earlier or later is safe).
+    Linger { lock: u64 },
     /// Barrier complete for these waiters of this node; run the acquire with `notices` once,
     /// then wake them.
     BarrierDone {
@@ -77,26 +92,35 @@ pub enum SyncError {
 
 #[derive(Default, Debug)]
 struct NodeLock {
-    /// This node holds the lock token (granted by the manager, not yet released).
-    held: bool,
+    /// This node holds the lock's token.
+    token: bool,
     /// The local thread inside the critical section.
     owner: Option<Waiter>,
     /// Local threads waiting, with whether each is a try-lock.
     queue: VecDeque<(Waiter, bool)>,
-    /// A LockAcquire or LockTry is outstanding at the manager.
+    /// A LockAcquire or LockTry is outstanding at the manager (the token has not come yet).
     requested: bool,
+    /// The node to pass the token to when done (set by the manager's `LockForward`).
+    next: Option<NodeId>,
+    /// Local grants since `next` was set (or since the token came, whichever is later).
     handoffs: u32,
-    /// Notices of local critical sections not yet handed back to the manager.
-    notices: BTreeSet<PageId>,
+    /// Released while `next` waits: kept for a local re-acquire until `linger_expired`.
+    lingering: bool,
+    /// The write notices travelling with the token (page → newest epoch of a release that
+    /// carried it); empty while the token is elsewhere.
+    notices: BTreeMap<PageId, u64>,
 }
 
-#[derive(Default, Debug)]
+#[derive(Debug)]
 struct ManagedLock {
-    holder: Option<NodeId>,
-    queue: VecDeque<NodeId>,
-    /// Write notices attached to the lock, each with the newest barrier epoch of a release
-    /// that carried it.
-    notices: BTreeMap<PageId, u64>,
+    /// The node that holds the token or is the last in line for it.
+    tail: NodeId,
+    /// The tail before the last forwarded request (it had, or was to get, the token then).
+    prev_tail: Option<NodeId>,
+    /// A try-lock forwarded to the tail whose outcome is not known yet: requests wait for it.
+    try_pending: Option<NodeId>,
+    /// Requests that came while a try-lock was pending, with whether each is a try.
+    held: VecDeque<(NodeId, bool)>,
 }
 
 #[derive(Default, Debug)]
@@ -121,6 +145,9 @@ pub struct SyncState {
     nodes: NodeId,
     locks: HashMap<u64, NodeLock>,
     managed_locks: HashMap<u64, ManagedLock>,
+    /// Largest number of local grants a node made while a remote node waited for the token
+    /// (see [`SyncState::max_overtakes`]).
+    max_overtakes: u32,
     barriers: HashMap<u64, NodeBarrier>,
     managed_barriers: HashMap<u64, ManagedBarrier>,
     /// Global barriers completed on this node ([`SyncState::clear_lock_notices`] calls).
@@ -136,6 +163,7 @@ impl SyncState {
             managed_locks: HashMap::new(),
             barriers: HashMap::new(),
             managed_barriers: HashMap::new(),
+            max_overtakes: 0,
             epoch: 0,
         }
     }
@@ -143,6 +171,15 @@ impl SyncState {
     /// Manager node of a lock or barrier id.
     pub fn manager(&self, id: u64) -> NodeId {
         (id % self.nodes as u64) as NodeId
+    }
+
+    /// This node's side of `lock`. A lock seen for the first time has its token at its manager.
+    fn node_lock(&mut self, lock: u64) -> &mut NodeLock {
+        let at_manager = self.manager(lock) == self.me;
+        self.locks.entry(lock).or_insert_with(|| NodeLock {
+            token: at_manager,
+            ..NodeLock::default()
+        })
     }
 
     /// A local thread wants `lock` (`try_only`: give up instead of waiting if it is held).
@@ -154,8 +191,14 @@ impl SyncState {
         out: &mut Vec<SyncEvent>,
     ) {
         let mgr = self.manager(lock);
-        let l = self.locks.entry(lock).or_default();
-        if l.held && l.owner.is_none() {
+        let l = self.node_lock(lock);
+        if l.token && l.owner.is_none() && l.queue.is_empty() {
+            // The token is here and free: no message. (If a remote node waits, the token is
+            // lingering after a local release, within the fairness bound.)
+            if l.next.is_some() {
+                l.handoffs += 1;
+            }
+            l.lingering = false;
             l.owner = Some(waiter);
             out.push(SyncEvent::Granted {
                 lock,
@@ -164,12 +207,12 @@ impl SyncState {
             });
             return;
         }
-        if try_only && (l.held || l.requested) {
+        if try_only && (l.token || l.requested) {
             out.push(SyncEvent::TryFailed { lock, waiter });
             return;
         }
         l.queue.push_back((waiter, try_only));
-        if !l.held && !l.requested {
+        if !l.token && !l.requested {
             l.requested = true;
             let msg = if try_only {
                 SyncMsg::LockTry { lock }
@@ -180,11 +223,89 @@ impl SyncState {
         }
     }
 
+    /// Whether the token of `lock` is here, free, and wanted by nobody (local or remote): a
+    /// thread may take it without the engine ([`SyncState::lock_acquire`] would grant it with
+    /// no message).
+    pub fn token_idle(&self, lock: u64) -> bool {
+        self.locks
+            .get(&lock)
+            .is_some_and(|l| l.token && l.owner.is_none() && l.queue.is_empty() && l.next.is_none())
+    }
+
+    /// Records local thread `waiter` as the holder of `lock`, whose token is here and free: it
+    /// took the lock through the application-thread fast path ([`fast`]), and the engine now
+    /// takes the lock's state back. Returns false if the token is not here and free.
+    pub fn adopt_holder(&mut self, lock: u64, waiter: Waiter) -> bool {
+        match self.locks.get_mut(&lock) {
+            Some(l) if l.token && l.owner.is_none() => {
+                l.owner = Some(waiter);
+                l.lingering = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a local thread or a remote node waits for `lock`.
+    pub fn lock_wanted(&self, lock: u64) -> bool {
+        self.locks
+            .get(&lock)
+            .is_some_and(|l| !l.queue.is_empty() || l.next.is_some())
+    }
+
     /// Whether local thread `waiter` holds `lock`.
     pub fn is_holder(&self, lock: u64, waiter: Waiter) -> bool {
         self.locks
             .get(&lock)
-            .is_some_and(|l| l.held && l.owner == Some(waiter))
+            .is_some_and(|l| l.token && l.owner == Some(waiter))
+    }
+
+    /// Gives the token of `lock` (here and free) to node `to`, with its notices.
+    fn pass_token(&mut self, lock: u64, to: NodeId, out: &mut Vec<SyncEvent>) {
+        let mgr = self.manager(lock);
+        let l = self.locks.get_mut(&lock).expect("the token is here");
+        debug_assert!(l.token && l.owner.is_none());
+        self.max_overtakes = self.max_overtakes.max(l.handoffs);
+        l.token = false;
+        l.lingering = false;
+        l.next = None;
+        l.handoffs = 0;
+        let notices: Vec<(PageId, u64)> = std::mem::take(&mut l.notices).into_iter().collect();
+        out.push(SyncEvent::Send {
+            to,
+            msg: SyncMsg::LockGrant { lock, notices },
+        });
+        if !l.queue.is_empty() && !l.requested {
+            l.requested = true;
+            out.push(SyncEvent::Send {
+                to: mgr,
+                msg: SyncMsg::LockAcquire { lock },
+            });
+        }
+    }
+
+    /// The token of `lock` is here and free: the next local waiter gets it, unless a remote
+    /// node waits and the local threads have had their share.
+    fn token_freed(&mut self, lock: u64, out: &mut Vec<SyncEvent>) {
+        let l = self.locks.get_mut(&lock).expect("the token is here");
+        let remote = l.next;
+        if remote.is_none() || l.handoffs < MAX_LOCAL_HANDOFFS {
+            if let Some((next, _)) = l.queue.pop_front() {
+                if remote.is_some() {
+                    l.handoffs += 1;
+                }
+                l.owner = Some(next);
+                out.push(SyncEvent::Granted {
+                    lock,
+                    waiter: next,
+                    notices: Vec::new(),
+                });
+                return;
+            }
+        }
+        if let Some(to) = remote {
+            self.pass_token(lock, to, out);
+        }
     }
 
     /// The local thread `waiter` releases `lock`; `notices` come from the protocol's release.
@@ -195,44 +316,43 @@ impl SyncState {
         notices: Vec<PageId>,
         out: &mut Vec<SyncEvent>,
     ) -> Result<(), SyncError> {
-        let mgr = self.manager(lock);
+        let epoch = self.epoch;
         let l = match self.locks.get_mut(&lock) {
-            Some(l) if l.held && l.owner == Some(waiter) => l,
+            Some(l) if l.token && l.owner == Some(waiter) => l,
             _ => return Err(SyncError::NotHolder { lock }),
         };
-        l.notices.extend(notices);
+        for p in notices {
+            let e = l.notices.entry(p).or_insert(epoch);
+            *e = (*e).max(epoch);
+        }
         l.owner = None;
-        if l.handoffs < MAX_LOCAL_HANDOFFS {
-            if let Some((next, _)) = l.queue.pop_front() {
-                l.handoffs += 1;
-                l.owner = Some(next);
-                out.push(SyncEvent::Granted {
-                    lock,
-                    waiter: next,
-                    notices: Vec::new(),
-                });
-                return Ok(());
-            }
+        if l.next.is_some() && l.queue.is_empty() && l.handoffs < MAX_LOCAL_HANDOFFS {
+            l.lingering = true;
+            out.push(SyncEvent::Linger { lock });
+            return Ok(());
         }
-        l.held = false;
-        l.handoffs = 0;
-        let notices: Vec<PageId> = std::mem::take(&mut l.notices).into_iter().collect();
-        out.push(SyncEvent::Send {
-            to: mgr,
-            msg: SyncMsg::LockRelease {
-                lock,
-                notices,
-                epoch: self.epoch,
-            },
-        });
-        if !l.queue.is_empty() {
-            l.requested = true;
-            out.push(SyncEvent::Send {
-                to: mgr,
-                msg: SyncMsg::LockAcquire { lock },
-            });
-        }
+        self.token_freed(lock, out);
         Ok(())
+    }
+
+    /// The linger time of a token released while a remote node waits has passed (see
+    /// [`SyncEvent::Linger`]): if no local thread took it meanwhile, it moves on now.
+    pub fn linger_expired(&mut self, lock: u64, out: &mut Vec<SyncEvent>) {
+        let Some(l) = self.locks.get_mut(&lock) else {
+            return;
+        };
+        if !l.lingering {
+            return;
+        }
+        l.lingering = false;
+        if l.token && l.owner.is_none() {
+            self.token_freed(lock, out);
+        }
+    }
+
+    /// Whether a token of this node lingers (see [`SyncEvent::Linger`]).
+    pub fn lingering(&self, lock: u64) -> bool {
+        self.locks.get(&lock).is_some_and(|l| l.lingering)
     }
 
     /// A local thread arrives at `barrier` with `count` participants in total.
@@ -282,7 +402,7 @@ impl SyncState {
     pub fn clear_lock_notices(&mut self) {
         self.epoch += 1;
         let epoch = self.epoch;
-        for l in self.managed_locks.values_mut() {
+        for l in self.locks.values_mut() {
             l.notices.retain(|_, e| *e >= epoch);
         }
     }
@@ -292,9 +412,15 @@ impl SyncState {
         self.epoch
     }
 
-    /// Total notices held at managed locks (for the memory-bound tests).
+    /// Total notices held with the lock tokens on this node (for the memory-bound tests).
     pub fn lock_notice_count(&self) -> usize {
-        self.managed_locks.values().map(|l| l.notices.len()).sum()
+        self.locks.values().map(|l| l.notices.len()).sum()
+    }
+
+    /// Largest number of local grants this node made to its own threads while a remote node
+    /// waited for the token (the fairness bound: at most [`MAX_LOCAL_HANDOFFS`]).
+    pub fn max_overtakes(&self) -> u32 {
+        self.max_overtakes
     }
 
     /// A sync message arrived from `from`.
@@ -302,69 +428,85 @@ impl SyncState {
         match msg {
             SyncMsg::LockAcquire { lock } => self.manager_acquire(*lock, from, false, out),
             SyncMsg::LockTry { lock } => self.manager_acquire(*lock, from, true, out),
-            SyncMsg::LockRelease {
-                lock,
-                notices,
-                epoch,
-            } => {
-                let m = self.managed_locks.entry(*lock).or_default();
-                if m.holder != Some(from) {
-                    tracing::warn!(
-                        lock,
-                        from,
-                        "lock release from a node that does not hold it; ignored"
-                    );
+            SyncMsg::LockForward { lock, to, try_only } => {
+                let (lock, to) = (*lock, *to);
+                let mgr = self.manager(lock);
+                let l = self.node_lock(lock);
+                if *try_only {
+                    let granted = l.token && l.owner.is_none() && l.next.is_none();
+                    if granted {
+                        self.pass_token(lock, to, out);
+                    }
+                    out.push(SyncEvent::Send {
+                        to: mgr,
+                        msg: SyncMsg::LockTryDone { lock, to, granted },
+                    });
                     return;
                 }
-                for &p in notices {
-                    let e = m.notices.entry(p).or_insert(*epoch);
-                    *e = (*e).max(*epoch);
+                if l.next.is_some() {
+                    tracing::warn!(lock, to, "a second successor for a lock token; ignored");
+                    return;
                 }
-                m.holder = m.queue.pop_front();
-                if let Some(next) = m.holder {
-                    let notices = m.notices.keys().copied().collect();
+                l.next = Some(to);
+                l.handoffs = 0;
+                if l.token && l.owner.is_none() {
+                    self.token_freed(lock, out);
+                }
+            }
+            SyncMsg::LockTryDone { lock, to, granted } => {
+                let lock = *lock;
+                let Some(m) = self.managed_locks.get_mut(&lock) else {
+                    return;
+                };
+                if m.try_pending != Some(*to) {
+                    tracing::warn!(lock, to, "an unexpected try-lock outcome; ignored");
+                    return;
+                }
+                m.try_pending = None;
+                if *granted {
+                    m.prev_tail = Some(m.tail);
+                    m.tail = *to;
+                } else {
                     out.push(SyncEvent::Send {
-                        to: next,
-                        msg: SyncMsg::LockGrant {
-                            lock: *lock,
-                            notices,
-                        },
+                        to: *to,
+                        msg: SyncMsg::LockBusy { lock },
                     });
+                }
+                while let Some(m) = self.managed_locks.get_mut(&lock) {
+                    if m.try_pending.is_some() {
+                        break;
+                    }
+                    let Some((node, try_only)) = m.held.pop_front() else {
+                        break;
+                    };
+                    self.manager_acquire(lock, node, try_only, out);
                 }
             }
             SyncMsg::LockGrant { lock, notices } => {
-                let l = self.locks.entry(*lock).or_default();
+                let lock = *lock;
+                let l = self.node_lock(lock);
                 l.requested = false;
-                l.held = true;
+                l.token = true;
                 l.handoffs = 0;
+                l.notices = notices.iter().copied().collect();
                 match l.queue.pop_front() {
                     Some((waiter, _)) => {
                         l.owner = Some(waiter);
+                        let notices = l.notices.keys().copied().collect();
                         out.push(SyncEvent::Granted {
-                            lock: *lock,
+                            lock,
                             waiter,
-                            notices: notices.clone(),
+                            notices,
                         });
                     }
-                    None => {
-                        // Nobody waits any more (cannot happen with the current API, kept total):
-                        // hand the lock straight back.
-                        l.held = false;
-                        let to = self.manager(*lock);
-                        out.push(SyncEvent::Send {
-                            to,
-                            msg: SyncMsg::LockRelease {
-                                lock: *lock,
-                                notices: Vec::new(),
-                                epoch: self.epoch,
-                            },
-                        });
-                    }
+                    // Nobody waits any more (cannot happen with the current API, kept total):
+                    // the token stays, or moves on if a node waits for it.
+                    None => self.token_freed(lock, out),
                 }
             }
             SyncMsg::LockBusy { lock } => {
                 let to = self.manager(*lock);
-                let l = self.locks.entry(*lock).or_default();
+                let l = self.node_lock(*lock);
                 l.requested = false;
                 if let Some(pos) = l.queue.iter().position(|(_, t)| *t) {
                     let (waiter, _) = l.queue.remove(pos).expect("position is in range");
@@ -373,7 +515,7 @@ impl SyncState {
                         waiter,
                     });
                 }
-                if !l.queue.is_empty() {
+                if !l.queue.is_empty() && !l.token {
                     l.requested = true;
                     out.push(SyncEvent::Send {
                         to,
@@ -465,37 +607,99 @@ impl SyncState {
         try_only: bool,
         out: &mut Vec<SyncEvent>,
     ) {
-        let m = self.managed_locks.entry(lock).or_default();
-        if m.holder.is_none() {
-            m.holder = Some(from);
-            let notices = m.notices.keys().copied().collect();
-            out.push(SyncEvent::Send {
+        let me = self.me;
+        let m = self.managed_locks.entry(lock).or_insert(ManagedLock {
+            tail: me,
+            prev_tail: None,
+            try_pending: None,
+            held: VecDeque::new(),
+        });
+        if m.try_pending.is_some() {
+            m.held.push_back((from, try_only));
+            return;
+        }
+        if m.tail == from {
+            tracing::warn!(
+                lock,
+                from,
+                "a lock request from the node at the tail; ignored"
+            );
+            return;
+        }
+        out.push(SyncEvent::Send {
+            to: m.tail,
+            msg: SyncMsg::LockForward {
+                lock,
                 to: from,
-                msg: SyncMsg::LockGrant { lock, notices },
-            });
-        } else if try_only {
-            out.push(SyncEvent::Send {
-                to: from,
-                msg: SyncMsg::LockBusy { lock },
-            });
+                try_only,
+            },
+        });
+        if try_only {
+            m.try_pending = Some(from);
         } else {
-            m.queue.push_back(from);
+            m.prev_tail = Some(m.tail);
+            m.tail = from;
         }
     }
 
-    /// Diagnostic text for a lock: who holds it, who waits (for deadline messages).
+    /// Diagnostic text for a lock: where its token is, who waits (for deadline messages).
     pub fn describe_lock(&self, lock: u64) -> String {
         let local = self.locks.get(&lock);
         let managed = self.managed_locks.get(&lock);
-        format!(
-            "lock {lock} (manager node {}): this node holds it: {}, local waiters: {}{}",
-            self.manager(lock),
-            local.map(|l| l.held).unwrap_or(false),
-            local.map(|l| l.queue.len()).unwrap_or(0),
-            managed
-                .map(|m| format!(", held by node {:?}, nodes queued: {:?}", m.holder, m.queue))
-                .unwrap_or_default()
-        )
+        let mut s = format!("lock {lock} (manager node {}): ", self.manager(lock));
+        match local {
+            Some(l) => s.push_str(&format!(
+                "token here: {}, held by a local thread: {}, local waiters: {}, requested: {}, \
+                 next node: {:?}",
+                l.token,
+                l.owner.is_some(),
+                l.queue.len(),
+                l.requested,
+                l.next
+            )),
+            None => s.push_str("never used here"),
+        }
+        if let Some(m) = managed {
+            s.push_str(&format!(
+                "; managed here: the token is at or goes last to node {}{}",
+                m.tail,
+                m.try_pending
+                    .map(|t| format!(", try-lock of node {t} pending"))
+                    .unwrap_or_default()
+            ));
+        }
+        s
+    }
+
+    /// The node the token of `lock` was last sent towards, as this node knows it (the
+    /// manager's tail): for diagnostics when a node is lost.
+    pub fn lock_tail(&self, lock: u64) -> Option<NodeId> {
+        self.managed_locks.get(&lock).map(|m| m.tail)
+    }
+
+    /// Locks whose token is on this node.
+    pub fn tokens_held(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.token)
+            .map(|(id, _)| *id)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Locks managed here whose token is at, goes last to, or was last forwarded from `node`
+    /// (so it may hold the token now): for the message naming a lost node.
+    pub fn locks_towards(&self, node: NodeId) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .managed_locks
+            .iter()
+            .filter(|(_, m)| (m.tail == node || m.prev_tail == Some(node)) && node != self.me)
+            .map(|(l, _)| *l)
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// Diagnostic text for a barrier.

@@ -64,12 +64,30 @@ impl Net {
         r
     }
 
-    /// Delivers messages until the wire is empty.
+    /// Delivers messages until the wire is empty, ending every linger (as if its time passed).
     fn settle(&mut self) {
-        while let Some((from, to, msg)) = self.wire.pop_front() {
-            let mut out = Vec::new();
-            self.nodes[to as usize].on_message(from, &msg, &mut out);
-            self.absorb(to, out);
+        loop {
+            while let Some((from, to, msg)) = self.wire.pop_front() {
+                let mut out = Vec::new();
+                self.nodes[to as usize].on_message(from, &msg, &mut out);
+                self.absorb(to, out);
+            }
+            let mut lingers = Vec::new();
+            self.events.retain(|(n, e)| match e {
+                SyncEvent::Linger { lock } => {
+                    lingers.push((*n, *lock));
+                    false
+                }
+                _ => true,
+            });
+            if lingers.is_empty() {
+                break;
+            }
+            for (n, lock) in lingers {
+                let mut out = Vec::new();
+                self.nodes[n as usize].linger_expired(lock, &mut out);
+                self.absorb(n, out);
+            }
         }
     }
 
@@ -92,7 +110,7 @@ impl Net {
 #[test]
 fn cohort_hands_off_locally_at_most_max_times_then_yields() {
     let mut net = Net::new(2);
-    // Lock 0 is managed by node 0. Twelve threads of node 1 want it.
+    // Lock 0 is managed by node 0 (its token starts there). Twelve threads of node 1 want it.
     for w in 1..=12 {
         net.acquire(1, 0, w, false);
     }
@@ -100,7 +118,7 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
     assert_eq!(net.wire.len(), 1);
     net.settle();
     assert_eq!(net.granted(), vec![1]);
-    // A thread of node 0 queues at the manager behind node 1.
+    // A thread of node 0 asks for it: the manager forwards the request to node 1.
     net.acquire(0, 0, 100, false);
     net.settle();
     assert!(net.take().is_empty());
@@ -122,32 +140,93 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
     want.push(100);
     want.extend(2 + local..=12);
     assert_eq!(order, want);
+    assert_eq!(net.nodes[1].max_overtakes(), MAX_LOCAL_HANDOFFS);
 }
 
 #[test]
-fn cohort_without_remote_waiters_still_returns_the_lock_after_the_bound() {
+fn the_token_stays_with_its_last_holder() {
     let mut net = Net::new(2);
-    for w in 1..=3 {
-        net.acquire(1, 0, w, false);
-    }
+    // Lock 0 is managed by node 0; node 1 takes it once (request, forward, grant).
+    net.acquire(1, 0, 1, false);
     net.settle();
     assert_eq!(net.granted(), vec![1]);
-    net.release(1, 0, 1, vec![]).unwrap();
-    net.release(1, 0, 2, vec![]).unwrap();
-    assert_eq!(net.granted(), vec![2, 3]);
-    // Last local release: the token goes back to the manager, nothing queued locally.
-    net.release(1, 0, 3, vec![]).unwrap();
-    assert_eq!(net.wire.len(), 1);
-    assert!(matches!(
-        net.wire[0].2,
-        SyncMsg::LockRelease { lock: 0, .. }
-    ));
-    net.settle();
+    net.release(1, 0, 1, vec![7]).unwrap();
+    // The release sends nothing and the re-acquires send nothing.
+    assert!(net.wire.is_empty());
+    assert!(net.nodes[1].token_idle(0));
+    for w in 2..20 {
+        net.acquire(1, 0, w, false);
+        assert_eq!(net.granted(), vec![w]);
+        assert!(!net.nodes[1].token_idle(0));
+        net.release(1, 0, w, vec![]).unwrap();
+        assert!(net.wire.is_empty());
+    }
+    // The manager knows where the token is.
     assert!(
-        net.nodes[0].describe_lock(0).contains("held by node None"),
+        net.nodes[0]
+            .describe_lock(0)
+            .contains("the token is at or goes last to node 1"),
         "{}",
         net.nodes[0].describe_lock(0)
     );
+    assert_eq!(net.nodes[0].locks_towards(1), vec![0]);
+    // Node 0 wants it back: request to the manager (itself), forward to node 1, grant straight
+    // to node 0, carrying node 1's notices.
+    net.acquire(0, 0, 50, false);
+    net.settle();
+    assert_eq!(
+        net.take(),
+        vec![(
+            0,
+            SyncEvent::Granted {
+                lock: 0,
+                waiter: 50,
+                notices: vec![7]
+            }
+        )]
+    );
+    assert!(!net.nodes[1].token_idle(0));
+    assert_eq!(net.nodes[1].lock_notice_count(), 0);
+}
+
+#[test]
+fn waiting_nodes_are_served_within_the_bound_along_the_chain() {
+    // Three nodes; lock 1 is managed by node 1. Node 2 holds the token with many local
+    // waiters; nodes 0 and 1 ask for it. Each waiting node gets it within
+    // MAX_LOCAL_HANDOFFS grants of the node ahead of it.
+    let mut net = Net::new(3);
+    for w in 1..=30 {
+        net.acquire(2, 1, w, false);
+    }
+    net.settle();
+    assert_eq!(net.granted(), vec![1]);
+    net.acquire(0, 1, 100, false);
+    net.settle();
+    net.acquire(1, 1, 200, false);
+    net.settle();
+    let mut order = vec![1];
+    let mut holder = (2u16, 1u64);
+    while order.len() < 32 {
+        net.release(holder.0, 1, holder.1, vec![]).unwrap();
+        net.settle();
+        let g = net.granted();
+        assert_eq!(g.len(), 1);
+        order.push(g[0]);
+        holder = (
+            match g[0] {
+                100 => 0,
+                200 => 1,
+                _ => 2,
+            },
+            g[0],
+        );
+    }
+    let pos = |w| order.iter().position(|&x| x == w).unwrap();
+    assert_eq!(pos(100), 1 + MAX_LOCAL_HANDOFFS as usize);
+    assert_eq!(pos(200), pos(100) + 1);
+    for n in &net.nodes {
+        assert!(n.max_overtakes() <= MAX_LOCAL_HANDOFFS);
+    }
 }
 
 #[test]
@@ -211,7 +290,7 @@ fn try_lock_busy_path() {
         )]
     );
 
-    // A try-lock of a free lock succeeds.
+    // A try-lock of a free lock succeeds; the token moves to the trying node.
     net.release(0, 2, 11, vec![]).unwrap();
     net.settle();
     net.acquire(1, 2, 3, true);
@@ -227,6 +306,12 @@ fn try_lock_busy_path() {
             }
         )]
     );
+    // Requests that came while the try was pending were forwarded to the new tail.
+    net.acquire(0, 2, 13, false);
+    net.settle();
+    net.release(1, 2, 3, vec![]).unwrap();
+    net.settle();
+    assert_eq!(net.granted(), vec![13]);
 }
 
 #[test]
@@ -333,65 +418,55 @@ fn release_without_holding_is_an_error() {
 }
 
 #[test]
-fn stray_release_at_the_manager_is_ignored() {
+fn stray_lock_messages_are_ignored() {
     let mut net = Net::new(2);
     net.acquire(0, 0, 1, false);
     net.settle();
     assert_eq!(net.granted(), vec![1]);
-    // Node 1 claims to release a lock held by node 0: ignored, node 0 still holds it.
+    // An outcome of a try the manager never forwarded, and a request from the tail itself.
     let mut out = Vec::new();
     net.nodes[0].on_message(
         1,
-        &SyncMsg::LockRelease {
+        &SyncMsg::LockTryDone {
             lock: 0,
-            notices: vec![9],
-            epoch: 0,
+            to: 1,
+            granted: true,
         },
         &mut out,
     );
+    net.nodes[0].on_message(0, &SyncMsg::LockAcquire { lock: 0 }, &mut out);
     assert!(out.is_empty());
-    assert!(net.nodes[0]
-        .describe_lock(0)
-        .contains("held by node Some(0)"));
+    assert!(net.nodes[0].is_holder(0, 1));
     assert_eq!(net.nodes[0].lock_notice_count(), 0);
 }
 
 #[test]
 fn lock_notices_are_collected_by_epoch() {
-    // Node 1 manages lock 1. Node 0 releases with notices before a global barrier; after the
-    // barrier node 0 (already departed, epoch 1) releases again before the manager departs.
+    // Node 1 manages lock 1. Node 0 takes it and releases with notices before a global
+    // barrier: they stay with the token on node 0.
     let mut net = Net::new(2);
     net.acquire(0, 1, 1, false);
     net.settle();
+    assert_eq!(net.granted(), vec![1]);
     net.release(0, 1, 1, vec![4, 5]).unwrap();
-    net.settle();
-    assert_eq!(net.nodes[1].lock_notice_count(), 2);
+    assert_eq!(net.nodes[0].lock_notice_count(), 2);
+    // Node 0 leaves the barrier (epoch 1) and releases again before node 1 has left it.
     net.nodes[0].clear_lock_notices();
     assert_eq!(net.nodes[0].epoch(), 1);
+    assert_eq!(net.nodes[0].lock_notice_count(), 0);
     net.acquire(0, 1, 2, false);
-    net.settle();
-    // The grant still carries the old notices (the manager has not left the barrier yet).
-    assert!(net
-        .take()
-        .iter()
-        .any(|(_, e)| matches!(e, SyncEvent::Granted { notices, .. } if notices == &vec![4, 5])));
+    assert_eq!(net.granted(), vec![2]);
     net.release(0, 1, 2, vec![5, 6]).unwrap();
-    assert!(matches!(
-        net.wire[0].2,
-        SyncMsg::LockRelease { epoch: 1, .. }
-    ));
-    net.settle();
-    assert_eq!(net.nodes[1].lock_notice_count(), 3);
-    // The manager leaves the barrier: only the notices released after it survive (5 was
-    // released again after the barrier).
-    net.nodes[1].clear_lock_notices();
-    assert_eq!(net.nodes[1].lock_notice_count(), 2);
+    // Node 1, still before the barrier, takes the lock: the notices come with the token.
     net.acquire(1, 1, 3, false);
     net.settle();
     assert!(net
         .take()
         .iter()
         .any(|(_, e)| matches!(e, SyncEvent::Granted { notices, .. } if notices == &vec![5, 6])));
+    // Node 1 leaves the barrier: the notices released after it survive.
+    net.nodes[1].clear_lock_notices();
+    assert_eq!(net.nodes[1].lock_notice_count(), 2);
     // Another barrier: everything goes.
     net.nodes[1].clear_lock_notices();
     assert_eq!(net.nodes[1].lock_notice_count(), 0);
@@ -408,4 +483,44 @@ fn the_global_barrier_is_named_not_numbered() {
     }
     .to_string();
     assert!(!e.contains("18446744073709551615"), "{e}");
+}
+
+#[test]
+fn a_released_token_lingers_for_local_reacquires_within_the_bound() {
+    let mut net = Net::new(2);
+    // Node 1 holds lock 0 (manager node 0); node 0 asks for it.
+    net.acquire(1, 0, 1, false);
+    net.settle();
+    assert_eq!(net.granted(), vec![1]);
+    net.acquire(0, 0, 100, false);
+    net.settle();
+    // Node 1's thread releases and takes the lock again, MAX_LOCAL_HANDOFFS times, without a
+    // message: each release lingers.
+    for _ in 0..MAX_LOCAL_HANDOFFS {
+        net.release(1, 0, 1, vec![]).unwrap();
+        assert_eq!(net.take(), vec![(1, SyncEvent::Linger { lock: 0 })]);
+        assert!(net.wire.is_empty() && net.nodes[1].lingering(0));
+        net.acquire(1, 0, 1, false);
+        assert_eq!(net.granted(), vec![1]);
+    }
+    // The bound is reached: the next release passes the token at once.
+    net.release(1, 0, 1, vec![]).unwrap();
+    net.settle();
+    assert_eq!(net.granted(), vec![100]);
+    assert_eq!(net.nodes[1].max_overtakes(), MAX_LOCAL_HANDOFFS);
+    // Node 1 asks again; node 0 releases and nobody on node 0 comes back: the linger ends and
+    // the token moves.
+    net.acquire(1, 0, 2, false);
+    net.settle();
+    net.release(0, 0, 100, vec![]).unwrap();
+    assert_eq!(net.take(), vec![(0, SyncEvent::Linger { lock: 0 })]);
+    let mut out = Vec::new();
+    net.nodes[0].linger_expired(0, &mut out);
+    net.absorb(0, out);
+    net.settle();
+    assert_eq!(net.granted(), vec![2]);
+    // A late timer is harmless.
+    let mut out = Vec::new();
+    net.nodes[0].linger_expired(0, &mut out);
+    assert!(out.is_empty());
 }
