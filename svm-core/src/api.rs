@@ -217,6 +217,7 @@ pub fn init_with_options(factory: ProtocolFactory, opts: InitOptions) -> Result<
     // region uses SVM_PROTOCOL.
     let popts = crate::protocol::ProtocolOptions {
         read_ahead: cfg.prefetch,
+        fault_around: cfg.fault_around,
     };
     let protocols: Vec<Option<Box<dyn Protocol>>> = crate::protocol::PROTOCOL_NAMES
         .iter()

@@ -47,6 +47,10 @@ pub struct Config {
     /// `SVM_PREFETCH`: read-ahead of `sc-sw` — pages the home grants unasked behind a
     /// sequential read stream (default 8; 0 = off).
     pub prefetch: usize,
+    /// `SVM_FAULT_AROUND`: a node's first fault on an untouched page it is home of makes the
+    /// untouched home pages of the aligned block of this many pages around it writable at
+    /// once (zero pages: no memory until written); default 64, 0 or 1 = off.
+    pub fault_around: usize,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -190,8 +194,24 @@ impl Config {
                     invalid("SVM_PREFETCH", &v, "expected a page count from 0 to 256")
                 })?,
         };
+        let fault_around = match get("SVM_FAULT_AROUND") {
+            None => 64,
+            Some(v) => v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|p| *p <= 4096)
+                .ok_or_else(|| {
+                    invalid(
+                        "SVM_FAULT_AROUND",
+                        &v,
+                        "expected a page count from 0 to 4096",
+                    )
+                })?,
+        };
         Ok(Config {
             prefetch,
+            fault_around,
             protocol,
             protocol_given,
             fault,

@@ -20,7 +20,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use svm_core::protocol::{
-    Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
+    Access, Action, Context, FaultAround, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
 };
 
 /// A set of nodes (a growable bitset: one bit per node, any node count).
@@ -122,6 +122,8 @@ pub struct ScSingleWriter {
     managed: HashMap<PageId, ManagerPage>,
     /// Read-ahead: pages granted unasked behind a sequential read stream (0 = off).
     prefetch: usize,
+    /// Fault-around (off by default), see [`ScSingleWriter::with_fault_around`].
+    fault_around: FaultAround,
     /// Manager: per reader, the page after the last one it was granted (a read request for
     /// exactly that page continues a sequential stream).
     streams: HashMap<NodeId, PageId>,
@@ -143,6 +145,21 @@ impl ScSingleWriter {
             prefetch: pages,
             ..Default::default()
         }
+    }
+
+    /// With fault-around: this node's first fault on a page it is home of, that no node has
+    /// asked for yet, makes every such page of the aligned block of `pages` pages around it
+    /// writable at once, without a message — exactly the state a write fault of the home
+    /// would leave each of them in (owner, empty copyset), so the protocol's invariants hold.
+    pub fn with_fault_around(mut self, pages: usize) -> Self {
+        self.fault_around = FaultAround::new(pages);
+        self
+    }
+
+    /// No node has dealt with `page`: this node never touched it and, if it is the home, no
+    /// request for it ever reached the manager.
+    fn untouched(&self, page: PageId) -> bool {
+        !self.pages.contains_key(&page) && !self.managed.contains_key(&page)
     }
 
     fn node_page(&mut self, ctx: &dyn Context, page: PageId) -> &mut NodePage {
@@ -588,6 +605,20 @@ impl Protocol for ScSingleWriter {
         if access == Access::None {
             return;
         }
+        if self.fault_around.enabled() && ctx.home(page) == ctx.me() && self.untouched(page) {
+            let mut fa = std::mem::take(&mut self.fault_around);
+            let run = fa.run(ctx, page, |q| self.untouched(q));
+            self.fault_around = fa;
+            for q in run {
+                let np = self.node_page(ctx, q);
+                np.access = Access::Write;
+                out.push(Action::SetAccess {
+                    page: q,
+                    access: Access::Write,
+                });
+            }
+            return;
+        }
         let np = self.node_page(ctx, page);
         if np.access >= access {
             return; // already granted; the engine wakes the thread itself
@@ -645,6 +676,7 @@ impl Protocol for ScSingleWriter {
 
     fn configure(&mut self, opts: &svm_core::protocol::ProtocolOptions) {
         self.prefetch = opts.read_ahead;
+        self.fault_around = FaultAround::new(opts.fault_around);
     }
 
     fn describe(&self, page: PageId) -> String {
@@ -719,6 +751,43 @@ mod tests {
     }
 
     const P: PageId = 7;
+
+    #[test]
+    fn fault_around_takes_only_untouched_home_pages_of_the_block() {
+        let mut h = ScSingleWriter::new().with_fault_around(4);
+        let set = |page| Action::SetAccess {
+            page,
+            access: Access::Write,
+        };
+        // Node 1 asked for page 9 first: the manager knows it, so it is not untouched.
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: 9 });
+        assert_eq!(out, vec![send(1, grant(9, Access::Read, true), Some(9))]);
+        // A read fault on page 10 (block 8..12): 10 and 11, not 9 (and so not 8 either).
+        assert_eq!(
+            fault(&mut h, 0, 0, 10, Access::Read),
+            vec![set(10), set(11)]
+        );
+        // Page 11 is now the home's, writable: a later fault on it needs nothing.
+        assert!(fault(&mut h, 0, 0, 11, Access::Write).is_empty());
+        // A remote read of page 11 lowers the home to read-only before the copy leaves.
+        let out = msg(&mut h, 0, 0, 2, ProtoMsg::ReadReq { page: 11 });
+        assert_eq!(
+            out,
+            vec![
+                Action::SetAccess {
+                    page: 11,
+                    access: Access::Read
+                },
+                send(2, grant(11, Access::Read, true), Some(11)),
+            ]
+        );
+        // Pages homed elsewhere never take part: node 1's fault asks the home.
+        let mut n = ScSingleWriter::new().with_fault_around(4);
+        assert_eq!(
+            fault(&mut n, 1, 0, 20, Access::Write),
+            vec![send(0, ProtoMsg::WriteReq { page: 20 }, None)]
+        );
+    }
 
     #[test]
     fn read_ahead_follows_sequential_streams_and_crossing_grants_are_harmless() {
