@@ -110,9 +110,26 @@ struct ManagerPage {
     copyset: NodeSet,
     busy: Option<Busy>,
     queue: VecDeque<(NodeId, Access)>,
-    /// Another node than the home has written the page: it is write-shared, and copies sent
-    /// ahead would only be invalidated again (read-ahead skips it).
+    /// Another node than the home has written the page, or a copy sent ahead was invalidated
+    /// before its reader went past it: copies sent ahead would only be invalidated again, so
+    /// read-ahead skips the page (until some node asks for it itself, for the second case).
     written_remotely: bool,
+    /// A copy of the page sent ahead was invalidated unused (cleared by a read request).
+    ahead_wasted: bool,
+}
+
+/// The manager's read-ahead state for one reader.
+#[derive(Debug, Clone, Default)]
+struct Stream {
+    /// The page after the last one the reader was granted: a read request for exactly that
+    /// page continues a sequential stream (the reader went through the pages sent ahead).
+    next: PageId,
+    /// Pages to send ahead at the next sequential request: doubles on every sequential
+    /// request (up to the configured maximum), halves whenever a page sent ahead is
+    /// invalidated before the stream went past it (it was sent for nothing).
+    window: usize,
+    /// Pages sent ahead the stream has not gone past yet.
+    unconfirmed: Vec<PageId>,
 }
 
 /// Sequential consistency with a single writer and multiple readers; see the module docs.
@@ -124,9 +141,8 @@ pub struct ScSingleWriter {
     prefetch: usize,
     /// Fault-around (off by default), see [`ScSingleWriter::with_fault_around`].
     fault_around: FaultAround,
-    /// Manager: per reader, the page after the last one it was granted (a read request for
-    /// exactly that page continues a sequential stream).
-    streams: HashMap<NodeId, PageId>,
+    /// Manager: per reader, its read-ahead stream (see [`Stream`]).
+    streams: HashMap<NodeId, Stream>,
     /// Messages from this node to itself, handled in place in FIFO order.
     local: VecDeque<ProtoMsg>,
     stats: ProtocolStats,
@@ -179,6 +195,7 @@ impl ScSingleWriter {
             busy: None,
             queue: VecDeque::new(),
             written_remotely: false,
+            ahead_wasted: false,
         })
     }
 
@@ -419,9 +436,10 @@ impl ScSingleWriter {
 
     /// Grants `reader` read copies of the pages after `page` while its requests form a
     /// sequential stream: pages homed and owned here, with no operation under way or queued,
-    /// that `reader` does not hold yet. Each is exactly a read grant the manager could have
-    /// made on request, so the protocol's invariants hold; the node takes an unasked grant
-    /// like any other (see `install_grant`).
+    /// that `reader` does not hold yet and that are not write-shared. Each is exactly a read
+    /// grant the manager could have made on request, so the protocol's invariants hold; the
+    /// node takes an unasked grant like any other (see `install_grant`). How many: the
+    /// reader's window (see [`Stream`]).
     fn read_ahead(
         &mut self,
         ctx: &dyn Context,
@@ -433,40 +451,73 @@ impl ScSingleWriter {
             return;
         }
         let me = ctx.me();
-        let sequential = self.streams.get(&reader) == Some(&page);
-        let mut next = page + 1;
+        if let Some(m) = self.managed.get_mut(&page) {
+            m.ahead_wasted = false; // asked for: send it ahead again when it fits
+        }
+        let max = self.prefetch;
+        let st = self.streams.entry(reader).or_insert_with(|| Stream {
+            next: PageId::MAX,
+            window: max.min(2),
+            unconfirmed: Vec::new(),
+        });
+        let sequential = st.next == page;
         if sequential {
-            for q in page + 1..=page + self.prefetch as PageId {
-                if ctx.home(q) != me || !ctx.same_region(page, q) {
-                    break;
+            // The reader went past what was sent ahead on this stream (the pages just before
+            // this one): it was used. Pages sent ahead on other streams stay unconfirmed.
+            st.unconfirmed
+                .retain(|&q| !(q < page && page - q <= max as PageId));
+            st.window = (st.window * 2).clamp(1, max);
+        }
+        let window = if sequential { st.window } else { 0 };
+        let mut next = page + 1;
+        for q in page + 1..=page + window as PageId {
+            if ctx.home(q) != me || !ctx.same_region(page, q) {
+                break;
+            }
+            let idle = match self.managed.get(&q) {
+                Some(m) => {
+                    m.owner == me
+                        && m.busy.is_none()
+                        && m.queue.is_empty()
+                        && !m.copyset.contains(reader)
+                        && !m.written_remotely
+                        && !m.ahead_wasted
                 }
-                let idle = match self.managed.get(&q) {
-                    Some(m) => {
-                        m.owner == me
-                            && m.busy.is_none()
-                            && m.queue.is_empty()
-                            && !m.copyset.contains(reader)
-                            && !m.written_remotely
-                    }
-                    None => true,
-                };
-                if !idle {
-                    break;
-                }
-                if self.node_page(ctx, q).access == Access::Write {
-                    self.set_access(ctx, q, Access::Read, out);
-                }
-                let grant = ProtoMsg::Grant {
-                    page: q,
-                    access: Access::Read,
-                    with_data: true,
-                };
-                self.send(ctx, reader, grant, Some(q), out);
-                self.managed_page(ctx, q).copyset.insert(reader);
-                next = q + 1;
+                None => true,
+            };
+            if !idle {
+                break;
+            }
+            if self.node_page(ctx, q).access == Access::Write {
+                self.set_access(ctx, q, Access::Read, out);
+            }
+            let grant = ProtoMsg::Grant {
+                page: q,
+                access: Access::Read,
+                with_data: true,
+            };
+            self.send(ctx, reader, grant, Some(q), out);
+            self.managed_page(ctx, q).copyset.insert(reader);
+            next = q + 1;
+        }
+        let st = self.streams.get_mut(&reader).expect("inserted above");
+        st.unconfirmed.extend(page + 1..next);
+        st.next = next;
+    }
+
+    /// The manager removes `reader`'s copy of `page` for a write: if the copy was sent ahead
+    /// and the reader's stream never went past it, it was sent for nothing.
+    fn ahead_invalidated(&mut self, page: PageId, reader: NodeId) {
+        let Some(st) = self.streams.get_mut(&reader) else {
+            return;
+        };
+        if let Some(i) = st.unconfirmed.iter().position(|&p| p == page) {
+            st.unconfirmed.swap_remove(i);
+            st.window /= 2;
+            if let Some(m) = self.managed.get_mut(&page) {
+                m.ahead_wasted = true;
             }
         }
-        self.streams.insert(reader, next);
     }
 
     fn mgr_start_write(
@@ -496,6 +547,9 @@ impl ScSingleWriter {
                 with_data,
                 acks,
             });
+        }
+        for &t in &targets {
+            self.ahead_invalidated(page, t);
         }
         for t in targets {
             self.send(ctx, t, ProtoMsg::Inval { page }, None, out);
@@ -751,6 +805,40 @@ mod tests {
     }
 
     const P: PageId = 7;
+
+    #[test]
+    fn read_ahead_window_grows_on_sequential_requests_and_shrinks_on_waste() {
+        let mut h = ScSingleWriter::with_prefetch(8);
+        let read = |h: &mut ScSingleWriter, page| msg(h, 0, 0, 1, ProtoMsg::ReadReq { page });
+        let granted = |out: &[Action]| {
+            out.iter()
+                .filter_map(|a| match a {
+                    Action::Send {
+                        msg: ProtoMsg::Grant { page, .. },
+                        ..
+                    } => Some(*page),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(granted(&read(&mut h, 10)), vec![10]);
+        // Sequential: the window doubles from 2 to 4.
+        assert_eq!(granted(&read(&mut h, 11)), vec![11, 12, 13, 14, 15]);
+        // The stream goes past them: confirmed, and the window doubles to 8.
+        assert_eq!(
+            granted(&read(&mut h, 16)),
+            vec![16, 17, 18, 19, 20, 21, 22, 23, 24]
+        );
+        // Node 2 writes pages sent ahead that node 1 never went past: each invalidation
+        // halves the window (8 → 0) and the pages are not sent ahead again.
+        for p in 17..21 {
+            let out = msg(&mut h, 0, 0, 2, ProtoMsg::WriteReq { page: p });
+            assert_eq!(out[0], send(1, ProtoMsg::Inval { page: p }, None));
+            let _ = msg(&mut h, 0, 0, 1, ProtoMsg::InvalAck { page: p });
+        }
+        assert_eq!(granted(&read(&mut h, 40)), vec![40]);
+        assert_eq!(granted(&read(&mut h, 41)), vec![41, 42]);
+    }
 
     #[test]
     fn fault_around_takes_only_untouched_home_pages_of_the_block() {
