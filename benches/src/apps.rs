@@ -340,6 +340,8 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
             }
         }
     }
+    let jac = crate::memory::jacobi_threads(level, &svmrun);
+    failures.extend(jac.failures.iter().cloned());
     let headline = write_report(
         out,
         level,
@@ -349,7 +351,8 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
         &failures,
         t_start.elapsed().as_secs_f64(),
     )?;
-    for l in headline {
+    append(&out.join("apps.md"), &jac.md)?;
+    for l in headline.iter().chain(&jac.headline) {
         println!("apps: {l}");
     }
     let verified = points.iter().filter(|p| p.verified).count();
@@ -360,6 +363,16 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
         out.join("apps.md").display()
     );
     Ok(failures.is_empty())
+}
+
+/// Appends a section to a report written before.
+fn append(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(format!("\n{text}").as_bytes()))
+        .map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 fn fmt_vals(v: &[(String, String)]) -> String {

@@ -474,7 +474,9 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
             }
         }
     }
-    let (md, headline) = report(
+    let touch = crate::memory::first_touch(level, &svmrun);
+    failures.extend(touch.failures.iter().cloned());
+    let (mut md, mut headline) = report(
         level,
         &cfg,
         &runs,
@@ -482,6 +484,11 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
         &failures,
         t_start.elapsed().as_secs_f64(),
     );
+    md.push('\n');
+    md.push_str(&touch.md);
+    for l in &touch.headline {
+        headline.push_str(&format!("fault: {l}\n"));
+    }
     std::fs::write(out.join("fault.md"), md).map_err(|e| format!("writing fault.md: {e}"))?;
     std::fs::write(out.join("fault_time.svg"), plot(&cfg, &runs))
         .map_err(|e| format!("writing fault_time.svg: {e}"))?;

@@ -6,6 +6,7 @@
 mod apps;
 mod deck;
 mod fault;
+mod memory;
 mod report;
 mod splash;
 mod sync;
@@ -71,7 +72,8 @@ enum Cmd {
     /// 0–62 B and 64 B–8 KiB, bandwidth 1 KiB–16 MiB → deck.md + deck_*.svg.
     Deck(Common),
     /// Mandelbrot (DSM and DECK master/slave), Laplace red-black, Jacobi, sparse mat-vec at 1, 2, 4
-    /// nodes for every DSM protocol, against the sequential baseline → apps.md + apps_*.svg.
+    /// nodes for every DSM protocol, against the sequential baseline; Jacobi at 2 and 4 nodes over
+    /// TCP and DECK against 2 and 4 pthreads in private memory → apps.md + apps_*.svg.
     Apps {
         #[command(flatten)]
         common: Common,
@@ -81,8 +83,8 @@ enum Cmd {
     },
     /// The page-fault table of the SVMlib paper: the CVM FFT (64×64×16, `tests/cvm/fft3d.c`) at
     /// 2, 3, 4 nodes per protocol, fault backend and transport, read/write/average fault time
-    /// beside the published rows, and fault detection time per backend → fault.md +
-    /// fault_time.svg.
+    /// beside the published rows, fault detection time per backend, and first touch per page
+    /// against calloc's per backend, with and without fault-around → fault.md + fault_time.svg.
     Fault(Common),
     /// The real SPLASH-2 suite (a Splash-3 checkout, tag v2.0M): the 14 programs built with the
     /// suite's pthread macros and with c.m4.svm, run at p = 1, 2, 4, verified, svm/pthread time

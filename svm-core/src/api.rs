@@ -256,6 +256,7 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
     // region uses SVM_PROTOCOL.
     let popts = crate::protocol::ProtocolOptions {
         read_ahead: cfg.prefetch,
+        fault_around: cfg.fault_around,
     };
     let protocols: Vec<Option<Box<dyn Protocol>>> = crate::protocol::PROTOCOL_NAMES
         .iter()

@@ -52,6 +52,10 @@ pub struct Config {
     pub profile: Option<std::path::PathBuf>,
     /// `SVM_TRACE=FILE`: a Chrome trace-event JSON of the whole job at FILE. Off by default.
     pub trace: Option<std::path::PathBuf>,
+    /// `SVM_FAULT_AROUND`: a node's first fault on an untouched page it is home of makes the
+    /// untouched home pages of the aligned block of this many pages around it writable at
+    /// once (zero pages: no memory until written); default 64, 0 or 1 = off.
+    pub fault_around: usize,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -303,10 +307,26 @@ impl Config {
                 "is also SVM_PROFILE: give the profile and the trace different files",
             ));
         }
+        let fault_around = match get("SVM_FAULT_AROUND") {
+            None => 64,
+            Some(v) => v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|p| *p <= 4096)
+                .ok_or_else(|| {
+                    invalid(
+                        "SVM_FAULT_AROUND",
+                        &v,
+                        "expected a page count from 0 to 4096",
+                    )
+                })?,
+        };
         Ok(Config {
             profile,
             trace,
             prefetch,
+            fault_around,
             protocol,
             protocol_given,
             fault,

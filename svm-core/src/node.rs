@@ -496,7 +496,8 @@ impl Node {
         // path whether the protocols are still quiescent.
         self.note_protocols(st);
         let ps = self.space.page_size();
-        for a in actions {
+        let mut actions = actions.into_iter().peekable();
+        while let Some(a) = actions.next() {
             match a {
                 Action::Send { to, msg, attach } => match attach {
                     None => self.send(st, to, Msg::Proto { proto, msg }, &[]),
@@ -508,6 +509,36 @@ impl Node {
                         st.page_buf = buf;
                     }
                 },
+                Action::SetAccess { page, access } if self.blank(st, page, access) => {
+                    // A run of blank pages raised together (fault-around): one backend call.
+                    let mut n = 1;
+                    while let Some(Action::SetAccess { page: q, access: a }) = actions.peek() {
+                        if *q != page + n || *a != access || !self.blank(st, *q, access) {
+                            break;
+                        }
+                        n += 1;
+                        actions.next();
+                    }
+                    let addr = self.space.page_addr(page);
+                    let present = match self.backend.set_access(
+                        addr,
+                        n as usize * ps,
+                        Access::None,
+                        access,
+                        false,
+                        None,
+                    ) {
+                        Ok(p) => p,
+                        Err(e) => self.fatal(
+                            Some(st),
+                            &format!("setting pages {page}..{} to {access:?}: {e}", page + n),
+                        ),
+                    };
+                    st.counters.pages_faulted_around += n;
+                    for q in page..page + n {
+                        self.apply_access(st, q, access, present);
+                    }
+                }
                 Action::SetAccess { page, access } => {
                     let addr = self.space.page_addr(page);
                     let old = st.pages.access(page);
@@ -613,6 +644,23 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Whether raising `page` to `access` only materializes a zero page nobody waits for (it
+    /// may then join a run of such pages raised with one backend call). A page a thread waits
+    /// on is left to the one-page path, which gives it its own frame at once.
+    fn blank(&self, st: &EngineState, page: PageId, access: Access) -> bool {
+        access != Access::None
+            && !st.shadows.contains_key(&page)
+            && match st.pages.get(page) {
+                Some(e) => e.access == Access::None && !e.present && e.waiters.is_empty(),
+                None => true,
+            }
+            && match self.materialize_source(st, page) {
+                (false, None) => true,
+                (false, Some(init)) => init.iter().all(|&b| b == 0),
+                (true, _) => false,
+            }
     }
 
     /// Copies the local contents of `page` (present, held by the engine, or initial/zeros).

@@ -228,6 +228,72 @@ pub trait Protocol: Send {
 pub struct ProtocolOptions {
     /// Read-ahead: pages granted unasked behind a sequential read stream (0 = off).
     pub read_ahead: usize,
+    /// Fault-around (`SVM_FAULT_AROUND`): a node's first fault on a page it is home of and
+    /// that no node has dealt with yet also makes the untouched home pages around it (an
+    /// aligned block of this many pages) writable in the same breath; 0 or 1 = off.
+    pub fault_around: usize,
+}
+
+/// Fault-around sizing for one protocol instance: the window starts at
+/// [`FaultAround::START`] pages and doubles, up to the configured maximum, while each fault
+/// lands right after the previous run (a sequential first touch); any other fault starts over.
+/// So a program that touches a large allocation sparsely maps few pages it does not use, and
+/// one that fills it in order pays one fault per `max` pages.
+#[derive(Debug, Clone, Default)]
+pub struct FaultAround {
+    /// Largest window in pages (0 or 1 = off).
+    pub max: usize,
+    cur: usize,
+    next: Option<PageId>,
+}
+
+impl FaultAround {
+    pub const START: usize = 8;
+
+    pub fn new(max: usize) -> Self {
+        FaultAround {
+            max,
+            cur: 0,
+            next: None,
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.max > 1
+    }
+
+    /// The pages a fault-around for `page` covers: the pages of the aligned block of the
+    /// current window around `page` that are contiguous with it, homed on this node, in
+    /// `page`'s region and `fresh` (no node has dealt with them). Includes `page` itself (the
+    /// caller checked it).
+    pub fn run(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        fresh: impl Fn(PageId) -> bool,
+    ) -> std::ops::Range<PageId> {
+        if !self.enabled() {
+            return page..page + 1;
+        }
+        self.cur = if self.next == Some(page) {
+            (self.cur * 2).clamp(Self::START.min(self.max), self.max)
+        } else {
+            Self::START.min(self.max)
+        };
+        let w = self.cur as PageId;
+        let (lo, hi) = (page - page % w, page - page % w + w);
+        let ok = |q: PageId| ctx.home(q) == ctx.me() && ctx.same_region(page, q) && fresh(q);
+        let mut start = page;
+        while start > lo && ok(start - 1) {
+            start -= 1;
+        }
+        let mut end = page + 1;
+        while end < hi && ok(end) {
+            end += 1;
+        }
+        self.next = Some(end);
+        start..end
+    }
 }
 
 /// Protocol names by wire id (`Msg::Proto { proto }`): the index in this list.

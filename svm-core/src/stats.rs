@@ -115,6 +115,8 @@ pub struct Counters {
     pub pages_fetched: u64,
     pub bytes_fetched: u64,
     pub pages_served: u64,
+    /// Pages made accessible by fault-around runs (no fault of their own).
+    pub pages_faulted_around: u64,
     pub invalidations: u64,
     pub msgs: BTreeMap<&'static str, MsgCount>,
     pub lock_acquire_ns: Histogram,
@@ -146,6 +148,7 @@ pub struct Stats {
     pub pages_fetched: u64,
     pub bytes_fetched: u64,
     pub pages_served: u64,
+    pub pages_faulted_around: u64,
     pub invalidations: u64,
     pub messages: BTreeMap<&'static str, MsgCount>,
     pub lock_acquire_latency: LatencySummary,
@@ -181,6 +184,7 @@ impl Stats {
             pages_fetched: c.pages_fetched,
             bytes_fetched: c.bytes_fetched,
             pages_served: c.pages_served,
+            pages_faulted_around: c.pages_faulted_around,
             invalidations: c.invalidations,
             messages: c.msgs.clone(),
             lock_acquire_latency: c.lock_acquire_ns.summary(),
@@ -225,8 +229,12 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={}",
-            self.pages_fetched, self.bytes_fetched, self.pages_served, self.invalidations
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={}",
+            self.pages_fetched,
+            self.bytes_fetched,
+            self.pages_served,
+            self.invalidations,
+            self.pages_faulted_around
         )?;
         writeln!(
             f,

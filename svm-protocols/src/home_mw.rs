@@ -109,6 +109,8 @@ pub(crate) struct HomeMw {
     /// across releases (no fault per iteration on data only the home uses), and lowers a page
     /// to read-only at its first fetch, after which its writes are tracked again.
     served: HashSet<PageId>,
+    /// Fault-around (off by default): see `ProtocolOptions::fault_around`.
+    pub(crate) fault_around: svm_core::protocol::FaultAround,
     // ---- scope ----
     /// Pages written since the last release that left no critical section open here.
     since_release: BTreeSet<PageId>,
@@ -134,11 +136,17 @@ impl HomeMw {
             home_flushes: HashMap::new(),
             next_home_flush: 1,
             served: HashSet::new(),
+            fault_around: Default::default(),
             since_release: BTreeSet::new(),
             since_barrier: BTreeSet::new(),
             open: 0,
             stats: ProtocolStats::default(),
         }
+    }
+
+    /// A page this node is home of that it never touched and nobody fetched.
+    fn untouched_home(&self, page: PageId) -> bool {
+        !self.pages.contains_key(&page) && !self.served.contains(&page)
     }
 
     fn page(&mut self, page: PageId) -> &mut NodePage {
@@ -193,6 +201,22 @@ impl HomeMw {
             return; // already granted; the engine wakes the thread itself
         }
         if ctx.home(page) == ctx.me() {
+            if self.fault_around.enabled() && self.untouched_home(page) {
+                // Fault-around: the untouched home pages around this one become writable
+                // too. Nobody has fetched them, so their writes need no tracking (see
+                // `served`); the faulting page's own write is noted as before.
+                let mut fa = std::mem::take(&mut self.fault_around);
+                let run = fa.run(ctx, page, |q| self.untouched_home(q));
+                self.fault_around = fa;
+                for q in run {
+                    self.set_access(q, Access::Write, out);
+                }
+                if access == Access::Write {
+                    self.dirty_home.insert(page);
+                    self.note_write(page);
+                }
+                return;
+            }
             // The master copy is here: no fetch, no twin.
             if access == Access::Write {
                 self.dirty_home.insert(page);
@@ -736,6 +760,14 @@ macro_rules! home_mw_protocol {
             pub fn new() -> Self {
                 $ty($crate::home_mw::HomeMw::new($mode))
             }
+
+            /// With fault-around (`SVM_FAULT_AROUND`): a home's first fault on a page nobody
+            /// has touched makes the untouched home pages of the aligned block of `pages`
+            /// pages around it writable at once.
+            pub fn with_fault_around(mut self, pages: usize) -> Self {
+                self.0.fault_around = ::svm_core::protocol::FaultAround::new(pages);
+                self
+            }
         }
 
         impl Default for $ty {
@@ -809,6 +841,9 @@ macro_rules! home_mw_protocol {
                 }
                 fn forget(&mut self, pages: std::ops::Range<PageId>) -> bool {
                     self.0.forget(pages)
+                }
+                fn configure(&mut self, opts: &::svm_core::protocol::ProtocolOptions) {
+                    self.0.fault_around = ::svm_core::protocol::FaultAround::new(opts.fault_around);
                 }
                 fn describe(&self, page: PageId) -> String {
                     self.0.describe($name, page)

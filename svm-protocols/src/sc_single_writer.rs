@@ -20,7 +20,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use svm_core::protocol::{
-    Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
+    Access, Action, Context, FaultAround, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
 };
 
 /// A set of nodes (a growable bitset: one bit per node, any node count).
@@ -110,9 +110,26 @@ struct ManagerPage {
     copyset: NodeSet,
     busy: Option<Busy>,
     queue: VecDeque<(NodeId, Access)>,
-    /// Another node than the home has written the page: it is write-shared, and copies sent
-    /// ahead would only be invalidated again (read-ahead skips it).
+    /// Another node than the home has written the page, or a copy sent ahead was invalidated
+    /// before its reader went past it: copies sent ahead would only be invalidated again, so
+    /// read-ahead skips the page (until some node asks for it itself, for the second case).
     written_remotely: bool,
+    /// A copy of the page sent ahead was invalidated unused (cleared by a read request).
+    ahead_wasted: bool,
+}
+
+/// The manager's read-ahead state for one reader.
+#[derive(Debug, Clone, Default)]
+struct Stream {
+    /// The page after the last one the reader was granted: a read request for exactly that
+    /// page continues a sequential stream (the reader went through the pages sent ahead).
+    next: PageId,
+    /// Pages to send ahead at the next sequential request: doubles on every sequential
+    /// request (up to the configured maximum), halves whenever a page sent ahead is
+    /// invalidated before the stream went past it (it was sent for nothing).
+    window: usize,
+    /// Pages sent ahead the stream has not gone past yet.
+    unconfirmed: Vec<PageId>,
 }
 
 /// Sequential consistency with a single writer and multiple readers; see the module docs.
@@ -122,9 +139,10 @@ pub struct ScSingleWriter {
     managed: HashMap<PageId, ManagerPage>,
     /// Read-ahead: pages granted unasked behind a sequential read stream (0 = off).
     prefetch: usize,
-    /// Manager: per reader, the page after the last one it was granted (a read request for
-    /// exactly that page continues a sequential stream).
-    streams: HashMap<NodeId, PageId>,
+    /// Fault-around (off by default), see [`ScSingleWriter::with_fault_around`].
+    fault_around: FaultAround,
+    /// Manager: per reader, its read-ahead stream (see [`Stream`]).
+    streams: HashMap<NodeId, Stream>,
     /// Messages from this node to itself, handled in place in FIFO order.
     local: VecDeque<ProtoMsg>,
     stats: ProtocolStats,
@@ -145,6 +163,21 @@ impl ScSingleWriter {
         }
     }
 
+    /// With fault-around: this node's first fault on a page it is home of, that no node has
+    /// asked for yet, makes every such page of the aligned block of `pages` pages around it
+    /// writable at once, without a message — exactly the state a write fault of the home
+    /// would leave each of them in (owner, empty copyset), so the protocol's invariants hold.
+    pub fn with_fault_around(mut self, pages: usize) -> Self {
+        self.fault_around = FaultAround::new(pages);
+        self
+    }
+
+    /// No node has dealt with `page`: this node never touched it and, if it is the home, no
+    /// request for it ever reached the manager.
+    fn untouched(&self, page: PageId) -> bool {
+        !self.pages.contains_key(&page) && !self.managed.contains_key(&page)
+    }
+
     fn node_page(&mut self, ctx: &dyn Context, page: PageId) -> &mut NodePage {
         let me = ctx.me();
         self.pages.entry(page).or_insert_with(|| NodePage {
@@ -162,6 +195,7 @@ impl ScSingleWriter {
             busy: None,
             queue: VecDeque::new(),
             written_remotely: false,
+            ahead_wasted: false,
         })
     }
 
@@ -402,9 +436,10 @@ impl ScSingleWriter {
 
     /// Grants `reader` read copies of the pages after `page` while its requests form a
     /// sequential stream: pages homed and owned here, with no operation under way or queued,
-    /// that `reader` does not hold yet. Each is exactly a read grant the manager could have
-    /// made on request, so the protocol's invariants hold; the node takes an unasked grant
-    /// like any other (see `install_grant`).
+    /// that `reader` does not hold yet and that are not write-shared. Each is exactly a read
+    /// grant the manager could have made on request, so the protocol's invariants hold; the
+    /// node takes an unasked grant like any other (see `install_grant`). How many: the
+    /// reader's window (see [`Stream`]).
     fn read_ahead(
         &mut self,
         ctx: &dyn Context,
@@ -416,40 +451,73 @@ impl ScSingleWriter {
             return;
         }
         let me = ctx.me();
-        let sequential = self.streams.get(&reader) == Some(&page);
-        let mut next = page + 1;
+        if let Some(m) = self.managed.get_mut(&page) {
+            m.ahead_wasted = false; // asked for: send it ahead again when it fits
+        }
+        let max = self.prefetch;
+        let st = self.streams.entry(reader).or_insert_with(|| Stream {
+            next: PageId::MAX,
+            window: max.min(2),
+            unconfirmed: Vec::new(),
+        });
+        let sequential = st.next == page;
         if sequential {
-            for q in page + 1..=page + self.prefetch as PageId {
-                if ctx.home(q) != me || !ctx.same_region(page, q) {
-                    break;
+            // The reader went past what was sent ahead on this stream (the pages just before
+            // this one): it was used. Pages sent ahead on other streams stay unconfirmed.
+            st.unconfirmed
+                .retain(|&q| !(q < page && page - q <= max as PageId));
+            st.window = (st.window * 2).clamp(1, max);
+        }
+        let window = if sequential { st.window } else { 0 };
+        let mut next = page + 1;
+        for q in page + 1..=page + window as PageId {
+            if ctx.home(q) != me || !ctx.same_region(page, q) {
+                break;
+            }
+            let idle = match self.managed.get(&q) {
+                Some(m) => {
+                    m.owner == me
+                        && m.busy.is_none()
+                        && m.queue.is_empty()
+                        && !m.copyset.contains(reader)
+                        && !m.written_remotely
+                        && !m.ahead_wasted
                 }
-                let idle = match self.managed.get(&q) {
-                    Some(m) => {
-                        m.owner == me
-                            && m.busy.is_none()
-                            && m.queue.is_empty()
-                            && !m.copyset.contains(reader)
-                            && !m.written_remotely
-                    }
-                    None => true,
-                };
-                if !idle {
-                    break;
-                }
-                if self.node_page(ctx, q).access == Access::Write {
-                    self.set_access(ctx, q, Access::Read, out);
-                }
-                let grant = ProtoMsg::Grant {
-                    page: q,
-                    access: Access::Read,
-                    with_data: true,
-                };
-                self.send(ctx, reader, grant, Some(q), out);
-                self.managed_page(ctx, q).copyset.insert(reader);
-                next = q + 1;
+                None => true,
+            };
+            if !idle {
+                break;
+            }
+            if self.node_page(ctx, q).access == Access::Write {
+                self.set_access(ctx, q, Access::Read, out);
+            }
+            let grant = ProtoMsg::Grant {
+                page: q,
+                access: Access::Read,
+                with_data: true,
+            };
+            self.send(ctx, reader, grant, Some(q), out);
+            self.managed_page(ctx, q).copyset.insert(reader);
+            next = q + 1;
+        }
+        let st = self.streams.get_mut(&reader).expect("inserted above");
+        st.unconfirmed.extend(page + 1..next);
+        st.next = next;
+    }
+
+    /// The manager removes `reader`'s copy of `page` for a write: if the copy was sent ahead
+    /// and the reader's stream never went past it, it was sent for nothing.
+    fn ahead_invalidated(&mut self, page: PageId, reader: NodeId) {
+        let Some(st) = self.streams.get_mut(&reader) else {
+            return;
+        };
+        if let Some(i) = st.unconfirmed.iter().position(|&p| p == page) {
+            st.unconfirmed.swap_remove(i);
+            st.window /= 2;
+            if let Some(m) = self.managed.get_mut(&page) {
+                m.ahead_wasted = true;
             }
         }
-        self.streams.insert(reader, next);
     }
 
     fn mgr_start_write(
@@ -479,6 +547,9 @@ impl ScSingleWriter {
                 with_data,
                 acks,
             });
+        }
+        for &t in &targets {
+            self.ahead_invalidated(page, t);
         }
         for t in targets {
             self.send(ctx, t, ProtoMsg::Inval { page }, None, out);
@@ -588,6 +659,20 @@ impl Protocol for ScSingleWriter {
         if access == Access::None {
             return;
         }
+        if self.fault_around.enabled() && ctx.home(page) == ctx.me() && self.untouched(page) {
+            let mut fa = std::mem::take(&mut self.fault_around);
+            let run = fa.run(ctx, page, |q| self.untouched(q));
+            self.fault_around = fa;
+            for q in run {
+                let np = self.node_page(ctx, q);
+                np.access = Access::Write;
+                out.push(Action::SetAccess {
+                    page: q,
+                    access: Access::Write,
+                });
+            }
+            return;
+        }
         let np = self.node_page(ctx, page);
         if np.access >= access {
             return; // already granted; the engine wakes the thread itself
@@ -651,12 +736,16 @@ impl Protocol for ScSingleWriter {
     fn forget(&mut self, pages: std::ops::Range<PageId>) -> bool {
         self.pages.retain(|p, _| !pages.contains(p));
         self.managed.retain(|p, _| !pages.contains(p));
-        self.streams.retain(|_, p| !pages.contains(p));
+        self.streams.retain(|_, s| !pages.contains(&s.next));
+        for s in self.streams.values_mut() {
+            s.unconfirmed.retain(|p| !pages.contains(p));
+        }
         true
     }
 
     fn configure(&mut self, opts: &svm_core::protocol::ProtocolOptions) {
         self.prefetch = opts.read_ahead;
+        self.fault_around = FaultAround::new(opts.fault_around);
     }
 
     fn describe(&self, page: PageId) -> String {
@@ -749,6 +838,77 @@ mod tests {
         assert!(
             home.describe(P + 1).contains("access Read"),
             "pages outside the range are kept"
+        );
+    }
+
+    #[test]
+    fn read_ahead_window_grows_on_sequential_requests_and_shrinks_on_waste() {
+        let mut h = ScSingleWriter::with_prefetch(8);
+        let read = |h: &mut ScSingleWriter, page| msg(h, 0, 0, 1, ProtoMsg::ReadReq { page });
+        let granted = |out: &[Action]| {
+            out.iter()
+                .filter_map(|a| match a {
+                    Action::Send {
+                        msg: ProtoMsg::Grant { page, .. },
+                        ..
+                    } => Some(*page),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(granted(&read(&mut h, 10)), vec![10]);
+        // Sequential: the window doubles from 2 to 4.
+        assert_eq!(granted(&read(&mut h, 11)), vec![11, 12, 13, 14, 15]);
+        // The stream goes past them: confirmed, and the window doubles to 8.
+        assert_eq!(
+            granted(&read(&mut h, 16)),
+            vec![16, 17, 18, 19, 20, 21, 22, 23, 24]
+        );
+        // Node 2 writes pages sent ahead that node 1 never went past: each invalidation
+        // halves the window (8 → 0) and the pages are not sent ahead again.
+        for p in 17..21 {
+            let out = msg(&mut h, 0, 0, 2, ProtoMsg::WriteReq { page: p });
+            assert_eq!(out[0], send(1, ProtoMsg::Inval { page: p }, None));
+            let _ = msg(&mut h, 0, 0, 1, ProtoMsg::InvalAck { page: p });
+        }
+        assert_eq!(granted(&read(&mut h, 40)), vec![40]);
+        assert_eq!(granted(&read(&mut h, 41)), vec![41, 42]);
+    }
+
+    #[test]
+    fn fault_around_takes_only_untouched_home_pages_of_the_block() {
+        let mut h = ScSingleWriter::new().with_fault_around(4);
+        let set = |page| Action::SetAccess {
+            page,
+            access: Access::Write,
+        };
+        // Node 1 asked for page 9 first: the manager knows it, so it is not untouched.
+        let out = msg(&mut h, 0, 0, 1, ProtoMsg::ReadReq { page: 9 });
+        assert_eq!(out, vec![send(1, grant(9, Access::Read, true), Some(9))]);
+        // A read fault on page 10 (block 8..12): 10 and 11, not 9 (and so not 8 either).
+        assert_eq!(
+            fault(&mut h, 0, 0, 10, Access::Read),
+            vec![set(10), set(11)]
+        );
+        // Page 11 is now the home's, writable: a later fault on it needs nothing.
+        assert!(fault(&mut h, 0, 0, 11, Access::Write).is_empty());
+        // A remote read of page 11 lowers the home to read-only before the copy leaves.
+        let out = msg(&mut h, 0, 0, 2, ProtoMsg::ReadReq { page: 11 });
+        assert_eq!(
+            out,
+            vec![
+                Action::SetAccess {
+                    page: 11,
+                    access: Access::Read
+                },
+                send(2, grant(11, Access::Read, true), Some(11)),
+            ]
+        );
+        // Pages homed elsewhere never take part: node 1's fault asks the home.
+        let mut n = ScSingleWriter::new().with_fault_around(4);
+        assert_eq!(
+            fault(&mut n, 1, 0, 20, Access::Write),
+            vec![send(0, ProtoMsg::WriteReq { page: 20 }, None)]
         );
     }
 

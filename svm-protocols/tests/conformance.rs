@@ -1251,3 +1251,50 @@ fn racy_store_buffering_is_weak_under_multiple_writers() {
         );
     }
 }
+
+fn sc_sw_fault_around(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::ScSingleWriter::with_prefetch(3).with_fault_around(4))
+}
+
+fn sc_mw_fault_around(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::ScMultiWriter::new().with_fault_around(4))
+}
+
+fn scope_fault_around(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::Scope::new().with_fault_around(4))
+}
+
+// With fault-around (`SVM_FAULT_AROUND`): a home's first fault on an untouched page makes the
+// untouched home pages of its aligned block writable at once (read-ahead on as well for sc-sw).
+conformance_suite!(
+    sc_sw_fault_around,
+    Subject {
+        name: "sc-sw",
+        factory: sc_sw_fault_around,
+        sc_for_racy: true,
+        single_writer: true,
+        discard: Discard::Always,
+    }
+);
+
+conformance_suite!(
+    sc_mw_fault_around,
+    Subject {
+        name: "sc-mw",
+        factory: sc_mw_fault_around,
+        sc_for_racy: false,
+        single_writer: false,
+        discard: Discard::Always,
+    }
+);
+
+conformance_suite!(
+    scope_fault_around,
+    Subject {
+        name: "scope",
+        factory: scope_fault_around,
+        sc_for_racy: false,
+        single_writer: false,
+        discard: Discard::Always,
+    }
+);

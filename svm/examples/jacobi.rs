@@ -14,9 +14,15 @@
 //! With `--seq` no job is joined: the same iterations run sequentially in private memory and the
 //! process prints the same `checksum=… time_s=…` line (the baseline of `svm-bench apps`).
 //!
+//! With `--threads T` no job is joined either: T threads of this process compute the same row
+//! blocks in private memory (each keeps its block plus one halo row on each side, publishes its
+//! edge rows after every iteration and meets the others at a `std::sync::Barrier`), as a
+//! pthreads program would; same line, same checksum (the baseline of "N nodes vs N threads").
+//!
 //! ```text
 //! svmrun -n 4 target/release/examples/jacobi 1024 100 --verify
 //! target/release/examples/jacobi 1024 100 --seq
+//! target/release/examples/jacobi 1024 100 --threads 2
 //! ```
 
 mod common;
@@ -27,7 +33,7 @@ use std::time::Instant;
 use svm::{Home, SharedSlice};
 
 const USAGE: &str =
-    "usage: jacobi [N] [ITERS] [--verify] [--seq]    (N×N grid, default N=1024 ITERS=100)";
+    "usage: jacobi [N] [ITERS] [--verify] [--seq] [--threads T]    (N×N grid, default N=1024 ITERS=100)";
 const DEFAULT_N: usize = 1024;
 const DEFAULT_ITERS: usize = 100;
 const TOP: f64 = 1.0;
@@ -40,16 +46,27 @@ struct Args {
     verify: bool,
     /// Sequential baseline in private memory, no job.
     seq: bool,
+    /// Threads in private memory, no job (0 = not this mode).
+    threads: usize,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
     let mut positional = Vec::new();
     let mut verify = false;
     let mut seq = false;
-    for a in std::env::args().skip(1) {
+    let mut threads = 0;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
         match a.as_str() {
             "--verify" => verify = true,
             "--seq" => seq = true,
+            "--threads" => {
+                let v = it.next().ok_or("--threads needs a value")?;
+                threads = match v.parse::<usize>() {
+                    Ok(t) if (1..=256).contains(&t) => t,
+                    _ => return Err(format!("T must be an integer from 1 to 256, got {v:?}")),
+                };
+            }
             "-h" | "--help" => return Ok(None),
             s if s.starts_with('-') => return Err(format!("unknown option {s:?}")),
             _ => positional.push(a),
@@ -86,6 +103,7 @@ fn parse_args() -> Result<Option<Args>, String> {
         iters,
         verify,
         seq,
+        threads,
     }))
 }
 
@@ -186,6 +204,95 @@ fn sequential(n: usize, iters: usize) -> Vec<f64> {
         std::mem::swap(&mut old, &mut new);
     }
     old
+}
+
+/// The same computation by `t` threads in private memory: thread k owns rows `block(k, t, n)`
+/// and keeps them with one halo row on each side; after each iteration it publishes its first
+/// and last rows (slot of the iteration's parity, so a slow reader of the previous iteration's
+/// rows is never overwritten), meets the others at a barrier and copies its neighbours' edge
+/// rows into its halos. Returns the final grid and the seconds of the iteration loop.
+fn threaded(n: usize, iters: usize, t: usize) -> Result<(Vec<f64>, f64), String> {
+    use std::sync::{Barrier, Mutex};
+    if n < t {
+        return Err(format!("N={n} is smaller than the number of threads ({t})"));
+    }
+    type Edges = Mutex<(Vec<f64>, Vec<f64>)>;
+    let slots: Vec<[Edges; 2]> = (0..t)
+        .map(|_| [Mutex::new((vec![], vec![])), Mutex::new((vec![], vec![]))])
+        .collect();
+    let barrier = Barrier::new(t);
+    let t0 = Mutex::new(None::<Instant>);
+    let blocks: Vec<Vec<f64>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..t)
+            .map(|k| {
+                let (slots, barrier, t0) = (&slots, &barrier, &t0);
+                s.spawn(move || {
+                    let rows = block(k, t, n);
+                    // Local rows lo..hi: the block and its halos.
+                    let lo = rows.start.saturating_sub(1);
+                    let hi = (rows.end + 1).min(n);
+                    let mut old = vec![0.0f64; (hi - lo) * n];
+                    if lo == 0 {
+                        old[..n].fill(TOP);
+                    }
+                    let mut new = old.clone();
+                    let mut out = vec![0.0f64; n];
+                    let inner = rows.start.max(1)..rows.end.min(n - 1);
+                    let publish = |grid: &[f64], parity: usize| {
+                        let first = grid[(rows.start - lo) * n..(rows.start - lo + 1) * n].to_vec();
+                        let last = grid[(rows.end - 1 - lo) * n..(rows.end - lo) * n].to_vec();
+                        *slots[k][parity].lock().unwrap_or_else(|p| p.into_inner()) = (first, last);
+                    };
+                    if barrier.wait().is_leader() {
+                        *t0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                    }
+                    for it in 0..iters {
+                        for r in inner.clone() {
+                            let l = r - lo;
+                            relax_row(
+                                &old[(l - 1) * n..l * n],
+                                &old[l * n..(l + 1) * n],
+                                &old[(l + 1) * n..(l + 2) * n],
+                                &mut out,
+                            );
+                            new[l * n..(l + 1) * n].copy_from_slice(&out);
+                        }
+                        let parity = it % 2;
+                        publish(&new, parity);
+                        barrier.wait();
+                        if k > 0 {
+                            let e = slots[k - 1][parity]
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner());
+                            new[..n].copy_from_slice(&e.1);
+                        }
+                        if k + 1 < t {
+                            let e = slots[k + 1][parity]
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner());
+                            let l = rows.end - lo;
+                            new[l * n..(l + 1) * n].copy_from_slice(&e.0);
+                        }
+                        std::mem::swap(&mut old, &mut new);
+                    }
+                    old[(rows.start - lo) * n..(rows.end - lo) * n].to_vec()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let start = t0
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .ok_or("no thread started")?;
+    let time_s = start.elapsed().as_secs_f64();
+    let grid: Vec<f64> = blocks.concat();
+    if grid.len() != n * n {
+        return Err("a thread failed".to_string());
+    }
+    Ok((grid, time_s))
 }
 
 /// Row-major sum, the same order in both runs.
@@ -297,6 +404,26 @@ fn main() -> ExitCode {
             let grid = sequential(args.n, args.iters);
             let time_s = t0.elapsed().as_secs_f64();
             println!("checksum={:.16e} time_s={time_s:.6}", checksum(&grid));
+            return Ok(Outcome::Passed);
+        }
+        if args.threads > 0 {
+            let (grid, time_s) = threaded(args.n, args.iters, args.threads)?;
+            let line = format!("checksum={:.16e} time_s={time_s:.6}", checksum(&grid));
+            if args.verify {
+                let reference = sequential(args.n, args.iters);
+                if grid
+                    .iter()
+                    .zip(&reference)
+                    .any(|(a, b)| a.to_bits() != b.to_bits())
+                {
+                    println!("{line}");
+                    eprintln!("jacobi: verification FAILED: the threaded grid differs from the sequential one");
+                    return Ok(Outcome::Failed);
+                }
+                println!("{line} OK");
+            } else {
+                println!("{line}");
+            }
             return Ok(Outcome::Passed);
         }
         run(&args)

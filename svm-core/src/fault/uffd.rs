@@ -179,6 +179,20 @@ impl UffdBackend {
         data: Option<&[u8]>,
         read_only: bool,
     ) -> Result<(), SysError> {
+        if data.is_none() && len > self.zero.len() {
+            // A run of blank pages (fault-around): zero-page mappings, one call; memory is
+            // used only for the pages the application then writes.
+            if !self.uffd.zeropage(addr, len)? {
+                // Some page was present already: page by page, skipping those.
+                for off in (0..len).step_by(self.zero.len()) {
+                    self.uffd.zeropage(addr + off, self.zero.len())?;
+                }
+            }
+            if read_only {
+                self.uffd.write_protect(addr, len, true)?;
+            }
+            return Ok(());
+        }
         let src = data.unwrap_or(&self.zero[..len.min(self.zero.len())]);
         if src.len() == len {
             if !self.uffd.copy(addr, src, read_only)? {

@@ -54,6 +54,14 @@ struct UffdioCopy {
 
 #[repr(C)]
 #[derive(Default)]
+struct UffdioZeropage {
+    range: UffdioRange,
+    mode: u64,
+    zeropage: i64,
+}
+
+#[repr(C)]
+#[derive(Default)]
 struct UffdioWriteprotect {
     range: UffdioRange,
     mode: u64,
@@ -79,6 +87,7 @@ nix::ioctl_read!(uffdio_wake, 0xAA, 0x02, UffdioRange);
 nix::ioctl_read!(uffdio_unregister, 0xAA, 0x01, UffdioRange);
 nix::ioctl_readwrite!(uffdio_copy, 0xAA, 0x03, UffdioCopy);
 nix::ioctl_readwrite!(uffdio_writeprotect, 0xAA, 0x06, UffdioWriteprotect);
+nix::ioctl_readwrite!(uffdio_zeropage, 0xAA, 0x04, UffdioZeropage);
 
 /// One page fault reported by the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,6 +228,31 @@ impl Uffd {
             Err(nix::errno::Errno::EEXIST) => Ok(false),
             Err(e) => Err(SysError::Call {
                 call: "ioctl(UFFDIO_COPY)",
+                errno: e,
+            }),
+        }
+    }
+
+    /// Maps the shared zero page at every missing page of the range and wakes their waiters
+    /// (no memory is used until a page is written; a write is then the kernel's own
+    /// copy-on-write fault, never a userfaultfd fault unless the page is write-protected).
+    /// Returns `Ok(false)` if some page of the range was already present (EEXIST): the pages
+    /// before it are mapped, the rest untouched.
+    pub fn zeropage(&self, start: usize, len: usize) -> Result<bool, SysError> {
+        let mut z = UffdioZeropage {
+            range: UffdioRange {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode: 0,
+            zeropage: 0,
+        };
+        // SAFETY: UFFDIO_ZEROPAGE reads/writes our struct; the range is registered memory.
+        match unsafe { uffdio_zeropage(self.raw(), &mut z) } {
+            Ok(_) => Ok(true),
+            Err(nix::errno::Errno::EEXIST) => Ok(false),
+            Err(e) => Err(SysError::Call {
+                call: "ioctl(UFFDIO_ZEROPAGE)",
                 errno: e,
             }),
         }
