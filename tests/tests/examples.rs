@@ -237,6 +237,38 @@ cases!(pagefault {
 });
 
 // ---------------------------------------------------------------------------------------------
+// touch: first touch with fault-around keeps memory use to the pages touched
+
+fn touch_sparse(fault: &str) {
+    // 256 MiB allocated per node, every 256th page written (1 MiB) by two threads at once.
+    let out = run_example(
+        2,
+        fault,
+        "touch",
+        &["256", "--stride", "256", "--reps", "1", "--threads", "2"],
+        Duration::from_secs(120),
+    );
+    out.assert_success();
+    let lines = out.stdout_lines_with(&["us_per_page=", "rss_growth_mib="]);
+    assert_eq!(lines.len(), 2, "one line per node\n{out}");
+    for line in lines {
+        assert_eq!(word_value(line, "pages"), Some("256"), "{out}");
+        let rss: f64 = word_value(line, "rss_growth_mib")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("rss_growth_mib is not a number\n{out}"));
+        assert!(
+            rss < 32.0,
+            "touching 1 MiB of a 256 MiB allocation grew the node by {rss} MiB\n{out}"
+        );
+    }
+}
+
+cases!(touch_sparse {
+    touch_sparse_2_nodes_uffd => ("uffd"),
+    touch_sparse_2_nodes_segv => ("segv"),
+});
+
+// ---------------------------------------------------------------------------------------------
 // bad arguments: a usage line and exit status 2, before any job is joined
 
 #[test]
@@ -263,6 +295,9 @@ fn bad_arguments_give_usage_and_exit_2() {
         ("regions", &["1", "2", "3"]),
         ("firsttouch", &["0"]),
         ("firsttouch", &["1", "2"]),
+        ("touch", &["0"]),
+        ("touch", &["8", "--stride", "0"]),
+        ("touch", &["8", "--threads"]),
     ];
     for (example, args) in cases {
         let exe = example_path(example);
