@@ -306,3 +306,36 @@ pub fn protocol_id(name: &str) -> Option<u8> {
         .position(|n| *n == name)
         .map(|i| i as u8)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_around_grows_on_sequential_faults_and_stops_at_other_homes() {
+        // Pages 0..100 are node 0's, 100.. node 1's.
+        let ctx = StaticContext {
+            me: 0,
+            nodes: 2,
+            homes: |p| if p < 100 { 0 } else { 1 },
+        };
+        let mut fa = FaultAround::new(32);
+        // Pages below `from` were taken by earlier runs.
+        let after = |from: PageId| move |p: PageId| p >= from;
+        // First fault: the aligned block of 8 around it.
+        assert_eq!(fa.run(&ctx, 3, after(0)), 0..8);
+        // Right after the run: the window doubles.
+        assert_eq!(fa.run(&ctx, 8, after(8)), 8..16);
+        assert_eq!(fa.run(&ctx, 16, after(16)), 16..32);
+        // Capped at the maximum.
+        assert_eq!(fa.run(&ctx, 32, after(32)), 32..64);
+        assert_eq!(fa.run(&ctx, 64, after(64)), 64..96);
+        // The next block crosses into node 1's pages: the run stops there.
+        assert_eq!(fa.run(&ctx, 96, after(96)), 96..100);
+        // A fault elsewhere starts over at 8; pages some node dealt with are left out.
+        assert_eq!(fa.run(&ctx, 41, |p| p != 40), 41..48);
+        assert_eq!(fa.run(&ctx, 83, |p| p != 85), 80..85);
+        // Off: just the page.
+        assert_eq!(FaultAround::new(0).run(&ctx, 5, after(0)), 5..6);
+    }
+}
