@@ -68,6 +68,8 @@ pub struct Recorder {
     scratch: Vec<u8>,
     /// Locks the threads of this node hold now.
     pub(super) locks_held: u64,
+    /// Snapshot buffers to reuse.
+    spare: Vec<Box<[u8]>>,
 }
 
 impl Recorder {
@@ -99,6 +101,7 @@ impl Recorder {
             barrier_wait_ns: 0,
             scratch: vec![0; page_size],
             locks_held: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -149,10 +152,14 @@ impl Recorder {
 
     fn mark_written(&mut self, page: PageId, old: &[u8], cur: &[u8]) {
         let ps = self.page_size;
+        if old == cur {
+            return;
+        }
         let mut mask: Option<Box<[u64]>> = None;
         // Compare 8 bytes at a time; mark the bytes of words that differ.
-        for (w, (a, b)) in old.chunks(8).zip(cur.chunks(8)).enumerate() {
-            if a == b {
+        let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("8-byte chunk"));
+        for (w, (a, b)) in old.chunks_exact(8).zip(cur.chunks_exact(8)).enumerate() {
+            if word(a) == word(b) {
                 continue;
             }
             let m = mask.get_or_insert_with(|| vec![0u64; ps.div_ceil(64)].into_boxed_slice());
@@ -179,7 +186,14 @@ impl Recorder {
             read(&mut cur);
             self.mark_written(page, &snap, &cur);
             self.scratch = cur;
+            self.spare.push(snap);
         }
+    }
+
+    fn snapshot_buf(&mut self) -> Box<[u8]> {
+        self.spare
+            .pop()
+            .unwrap_or_else(|| vec![0u8; self.page_size].into_boxed_slice())
     }
 
     pub(super) fn access_change(
@@ -193,7 +207,7 @@ impl Recorder {
             self.compare(page, read);
         }
         if new == Access::Write && old < Access::Write {
-            let mut snap = vec![0u8; self.page_size].into_boxed_slice();
+            let mut snap = self.snapshot_buf();
             read(&mut snap);
             self.snaps.insert(page, snap);
         }
@@ -215,8 +229,10 @@ impl Recorder {
         if old == Access::Write {
             self.compare(page, read);
         }
-        if new == Access::Write {
-            self.snaps.insert(page, data.to_vec().into_boxed_slice());
+        if new == Access::Write && data.len() == self.page_size {
+            let mut snap = self.snapshot_buf();
+            snap.copy_from_slice(data);
+            self.snaps.insert(page, snap);
         }
         self.pages.entry(page).or_default().fetches += 1;
     }
