@@ -536,6 +536,11 @@ impl Node {
                     };
                     st.counters.pages_faulted_around += n;
                     for q in page..page + n {
+                        if crate::profile::on() {
+                            crate::profile::access_change(q, Access::None, access, &mut |b| {
+                                b.fill(0)
+                            });
+                        }
                         self.apply_access(st, q, access, present);
                     }
                 }
@@ -1329,11 +1334,14 @@ impl Node {
 
     /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
     pub fn lock(&self, id: u64, try_only: bool) -> bool {
+        let p0 = if crate::profile::on() { now_ns() } else { 0 };
         if self.fast_lock(id) {
+            if p0 != 0 {
+                crate::profile::lock_acquired(id, p0);
+            }
             return true;
         }
         let t0 = Instant::now();
-        let p0 = if crate::profile::on() { now_ns() } else { 0 };
         let r = self.wait_op(Blocked::Lock(id), |n, st, w| {
             n.reclaim_fast(st, id);
             let mut evs = Vec::new();
@@ -1356,6 +1364,9 @@ impl Node {
     /// Releases lock `id`. Returns false if the calling thread does not hold it.
     pub fn unlock(&self, id: u64) -> bool {
         if self.fast_unlock(id) {
+            if crate::profile::on() {
+                crate::profile::lock_released();
+            }
             return true;
         }
         let r = self.wait_op(Blocked::Unlock(id), |n, st, w| {
