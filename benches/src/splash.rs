@@ -208,6 +208,19 @@ struct Row {
 /// `svm-bench splash`. Ok(true) when every program compiled and every run verified.
 pub fn run(o: &Opts) -> Result<bool, String> {
     let codes = codes_dir(&o.suite)?;
+    // Builds and runs happen in other working directories: every path must be absolute.
+    let out = std::path::absolute(&o.out).map_err(|e| format!("--out {}: {e}", o.out.display()))?;
+    let codes = std::path::absolute(&codes).map_err(|e| format!("{}: {e}", codes.display()))?;
+    let o = &Opts {
+        suite: o.suite.clone(),
+        nodes: o.nodes.clone(),
+        fault: o.fault.clone(),
+        protocol: o.protocol.clone(),
+        profile: o.profile,
+        timeout: o.timeout,
+        only: o.only.clone(),
+        out,
+    };
     for p in &o.only {
         if !PROGS.iter().any(|x| x.name == p) {
             return Err(format!(
