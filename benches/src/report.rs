@@ -161,7 +161,8 @@ impl Plot {
             y1 = y1.max(p.1);
         }
         if x0 > x1 {
-            (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+            // No point to plot: an empty frame (positive, so that log axes have a range).
+            (x0, x1, y0, y1) = (1.0, 10.0, 1.0, 10.0);
         }
         let tf = |scale: Scale, v: f64| match scale {
             Scale::Linear => v,
@@ -335,6 +336,23 @@ mod tests {
         };
         let svg = p.svg();
         assert!(svg.contains("<polyline") && svg.contains("a&lt;b") && svg.ends_with("</svg>\n"));
+        // Without any point (every run failed): an empty frame, on log axes too.
+        for scale in [Scale::Linear, Scale::Log10, Scale::Log2Size] {
+            let empty = Plot {
+                title: "t".into(),
+                x_label: "x".into(),
+                y_label: "y".into(),
+                x_scale: scale,
+                y_scale: scale,
+                y_from_zero: false,
+                series: vec![Series {
+                    name: "none".into(),
+                    points: vec![],
+                    dashed: false,
+                }],
+            };
+            assert!(empty.svg().ends_with("</svg>\n"));
+        }
         assert_eq!(size_label(4 << 20), "4 MiB");
         assert_eq!(size_label(62), "62 B");
         assert_eq!(num(Some(1234.6)), "1235");

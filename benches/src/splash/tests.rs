@@ -1,0 +1,220 @@
+//! Unit tests of the parsing and verification with synthetic program outputs.
+
+use super::*;
+
+fn prog(name: &str) -> &'static Prog {
+    PROGS.iter().find(|p| p.name == name).expect("program")
+}
+
+#[test]
+fn fourteen_programs() {
+    assert_eq!(PROGS.len(), 14);
+    let mut names: Vec<&str> = PROGS.iter().map(|p| p.name).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 14);
+}
+
+#[test]
+fn missing_or_wrong_suite_is_a_clear_error() {
+    let e = codes_dir(Path::new("/nonexistent/splash-3")).unwrap_err();
+    assert!(
+        e.contains("no such directory") && e.contains("SakalisC/Splash-3"),
+        "{e}"
+    );
+    assert!(e.contains("v2.0M"), "{e}");
+    let dir = std::env::temp_dir().join(format!("svm-bench-splash-test-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("codes/kernels")).expect("mkdir");
+    let e = codes_dir(&dir).unwrap_err();
+    assert!(
+        e.contains("not a Splash-3 checkout") && e.contains("SakalisC/Splash-3"),
+        "{e}"
+    );
+    // Only fft present: incomplete.
+    std::fs::create_dir_all(dir.join("codes/kernels/fft")).expect("mkdir");
+    std::fs::write(dir.join("codes/kernels/fft/fft.C"), "x").expect("write");
+    let e = codes_dir(&dir).unwrap_err();
+    assert!(e.contains("incomplete") && e.contains("apps/barnes"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn own_times() {
+    let t = "Start time                        :       640\n\
+             Total time with initialization    :    184066\n\
+             Total time without initialization :    170573\n";
+    assert_eq!(own_time_us(t, TOTAL), Some(170573.0));
+    let r = "\tTotal time without initialization\t               81353\n";
+    assert_eq!(own_time_us(r, TOTAL), Some(81353.0));
+    let b = "COMPUTESTART  = 17\nCOMPUTETIME   =       453351\nTRACKTIME     =  2\n";
+    assert_eq!(own_time_us(b, "COMPUTETIME"), Some(453351.0));
+    let w = "COMPUTETIME (after initialization) = 78392\n";
+    assert_eq!(own_time_us(w, "COMPUTETIME"), Some(78392.0));
+    assert_eq!(own_time_us("nothing\n", TOTAL), None);
+}
+
+#[test]
+fn self_checks() {
+    let fft_ok = "Total time without initialization : 10\n\
+                  Checksum difference is 0.000 (1.5, 1.5)\nTEST PASSED\n";
+    assert!(self_check(prog("fft"), fft_ok).is_ok());
+    let fft_bad = "Total time without initialization : 10\n\
+                   Checksum difference is 3.000 (1.5, 4.5)\nTEST FAILED\n";
+    assert!(self_check(prog("fft"), fft_bad).is_err());
+    // No time on the line.
+    let no_time = "Checksum difference is 0.000 (1.5, 1.5)\nTEST PASSED\n";
+    assert!(self_check(prog("fft"), no_time).is_err());
+    assert!(self_check(
+        prog("radix"),
+        "PASSED: All keys in place.\nTotal time without initialization : 5\n"
+    )
+    .is_ok());
+    assert!(self_check(prog("radix"), "ERROR: key 5 out of place\n").is_err());
+    assert!(self_check(
+        prog("water-nsquared"),
+        "COMPUTETIME (after initialization) = 3\n"
+    )
+    .is_err());
+    let water = "***** NEW RUN STARTING FROM REGULAR LATTICE *****\n  3  1.5  0.05\n  \
+                 10.0 305.7\nCOMPUTESTART (after initialization) = 1\n\
+                 COMPUTETIME (after initialization) = 3\nExited Happily with XTT = 1\n";
+    assert!(self_check(prog("water-nsquared"), water).is_ok());
+    let energies = vec!["3 1.5 0.05".to_string(), "10.0 305.7".to_string()];
+    assert_eq!(signature(Sig::Energies, water), energies);
+    // Printed by a worker node: after the master's last lines.
+    let late = "***** NEW RUN STARTING FROM REGULAR LATTICE *****\n\
+                COMPUTESTART (after initialization) = 1\n\
+                COMPUTETIME (after initialization) = 3\nExited Happily with XTT = 1\n\
+                \x20        3  1.5  0.05\n   10.0 305.7\n";
+    assert_eq!(signature(Sig::Energies, late), energies);
+    assert!(signature(Sig::Energies, "3 1.5\n").is_empty());
+}
+
+#[test]
+fn comparisons_with_the_reference() {
+    let p = prog("ocean-contiguous");
+    let out = |res: &str| {
+        RunOut {
+        ok: true,
+        sig: signature(
+            Sig::Residuals,
+            &format!("iter 71, level 7, residual norm {res}, work = 33.875\nTotal time without initialization : 1\n"),
+        ),
+        ..RunOut::default()
+    }
+    };
+    let a = out("8.00274594e-08");
+    let b = out("8.00274594e-08");
+    let c = out("8.00274595e-08");
+    assert_eq!(a.sig.len(), 1);
+    assert!(compare(p, &a, Some(&b)).is_ok());
+    let e = compare(p, &a, Some(&c)).unwrap_err();
+    assert!(e.contains("differs"), "{e}");
+    assert!(compare(p, &a, None).is_err());
+    // No signature to compare: always fine.
+    assert!(compare(prog("barnes"), &a, None).is_ok());
+    // Images.
+    let img = |bytes: &[u8]| RunOut {
+        ok: true,
+        images: vec![("teapot.rl".into(), bytes.to_vec())],
+        ..RunOut::default()
+    };
+    let rt = prog("raytrace");
+    assert!(compare(rt, &img(b"abc"), Some(&img(b"abc"))).is_ok());
+    assert!(compare(rt, &img(b"abc"), Some(&img(b"abd"))).is_err());
+    let none = RunOut {
+        ok: true,
+        ..RunOut::default()
+    };
+    assert!(compare(rt, &none, Some(&img(b"abc"))).is_err());
+}
+
+#[test]
+fn racy_images_are_bounded_by_the_pthread_build() {
+    let run = |frames: &[&[u8]]| RunOut {
+        ok: true,
+        images: frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (format!("f{i}.tiff"), f.to_vec()))
+            .collect(),
+        ..RunOut::default()
+    };
+    let seq = run(&[b"aaaa", b"bbbb"]);
+    assert_eq!(
+        pixel_diffs(&run(&[b"aaab", b"bxxb"]), &seq),
+        Some(vec![1, 2])
+    );
+    assert_eq!(pixel_diffs(&run(&[b"aaaa"]), &seq), None);
+    assert_eq!(pixel_diffs(&run(&[b"aaaa", b"bbb"]), &seq), None);
+    // Equal: no note.
+    assert_eq!(
+        compare_racy_images(&run(&[b"aaaa", b"bbbb"]), &seq, 0),
+        Ok(None)
+    );
+    // Within the pthread build's deviation: verified, with a note.
+    let n = compare_racy_images(&run(&[b"aaab", b"bbbb"]), &seq, 2)
+        .expect("within bound")
+        .expect("note");
+    assert!(
+        n.contains("1 of 2 frames") && n.contains("up to 1 of 4"),
+        "{n}"
+    );
+    // More than the pthread build (or any difference at p = 1): failed.
+    assert!(compare_racy_images(&run(&[b"axxx", b"bbbb"]), &seq, 2).is_err());
+    assert!(compare_racy_images(&run(&[b"aaab", b"bbbb"]), &seq, 0).is_err());
+    assert!(compare_racy_images(&run(&[b"aaaa"]), &seq, 9).is_err());
+}
+
+#[test]
+fn stats_are_summed_over_nodes() {
+    let node = |n: u64| {
+        format!(
+            "{{\"node\":{n},\"nodes\":2,\"protocol\":\"sc-sw\",\"read_faults\":{},\"write_faults\":2,\
+             \"local_faults\":0,\"remote_faults\":3,\"pages_fetched\":4,\
+             \"lock_acquire_latency\":{{\"count\":5,\"mean_us\":1.0}},\
+             \"barrier_wait\":{{\"count\":6,\"mean_us\":2.0}}}}",
+            n + 1
+        )
+    };
+    let stderr = format!("noise\n{}\n[1] {}\n", node(0), node(1));
+    let s = parse_stats(&stderr).expect("stats");
+    assert_eq!(
+        s,
+        SvmStats {
+            nodes: 2,
+            faults: 1 + 2 + 2 + 2,
+            remote_faults: 6,
+            pages_fetched: 8,
+            locks: 10,
+            barriers: 12,
+        }
+    );
+    assert!(parse_stats("no stats here\n").is_err());
+    assert!(parse_stats("{\"node\":0}\n").is_err());
+}
+
+#[test]
+fn makefile_objects_and_input_edits() {
+    let mk = "TARGET = X\nOBJS = a.o b.o \\\n\tc.o \\\n d.o\ninclude ../Makefile.config\n";
+    assert_eq!(makefile_objs(mk), vec!["a.o", "b.o", "c.o", "d.o"]);
+    assert_eq!(makefile_objs("OBJS = lu.o\n"), vec!["lu.o"]);
+    assert_eq!(set_line("a\nb\n1\n\n", 0, |_| "4".into()), "a\nb\n4\n\n");
+    assert_eq!(
+        set_line("x\ny 6.2\n", 2, |l| l.replace('y', "2")),
+        "x\n2 6.2\n"
+    );
+}
+
+#[test]
+fn headline_format() {
+    let h = headline(13, 14, &[("fft", 2.0), ("radix", 8.0), ("lu", f64::NAN)]);
+    assert_eq!(
+        h,
+        "splash: correct=13/14 geomean_ratio_p2=4.00 max_ratio_p2=8.00 (radix)"
+    );
+    assert_eq!(
+        headline(0, 14, &[]),
+        "splash: correct=0/14 geomean_ratio_p2=n/a max_ratio_p2=n/a (none)"
+    );
+}
