@@ -363,7 +363,10 @@ mod tests {
         let p = usize::MAX as *const u64;
         assert_eq!(read_array(p.wrapping_sub(1), 4), None);
         assert_eq!(bytes(usize::MAX as *const u8, 2), None);
-        assert_eq!(read_array(std::ptr::dangling::<u64>(), usize::MAX / 4), None);
+        assert_eq!(
+            read_array(std::ptr::dangling::<u64>(), usize::MAX / 4),
+            None
+        );
         assert!(!copy_bytes(usize::MAX as *mut u8, 8 as *const u8, 2));
     }
 
