@@ -218,8 +218,8 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
         let mut t = Table::new(head);
         for (i, &n) in nodes.iter().enumerate() {
             let mut row = vec![n.to_string()];
-            for pi in 0..PROTOCOLS.len() {
-                let p = &results[ki][pi][i].1;
+            for per_protocol in &results[ki] {
+                let p = &per_protocol[i].1;
                 row.push(num(Some(p.msgs)));
                 row.push(num(Some(p.bytes)));
             }
