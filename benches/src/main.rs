@@ -8,6 +8,7 @@ mod deck;
 mod fault;
 mod memory;
 mod report;
+mod scale;
 mod splash;
 mod sync;
 mod util;
@@ -94,6 +95,10 @@ enum Cmd {
     /// at 2 and 4 nodes, barrier at 2/4/8 nodes, over TCP and DECK-SCI, beside the floors
     /// (pthread mutex and barrier, futex ping-pong, TCP round trip) → sync.md + sync_barrier.svg.
     Sync(Common),
+    /// How cost grows with N: messages and wire bytes per lock, barrier and read fault for every
+    /// protocol at N = 2 … 256 nodes, in the deterministic simulator → scale.md +
+    /// scale_msgs.svg + scale_bytes.svg.
+    Scale(Common),
     /// `deck`, `apps`, `fault` and `sync` (not `splash`: it needs the suite).
     All(Common),
     /// The peer process of `deck` (started by svm-bench itself).
@@ -177,6 +182,7 @@ fn main() -> ExitCode {
             finish("apps", apps::run(common.level(), &common.out(), &protocols))
         }
         Cmd::Fault(c) => finish("fault", fault::run(c.level(), &c.out())),
+        Cmd::Scale(c) => finish("scale", scale::run(c.level(), &c.out())),
         Cmd::Splash(a) => {
             if let Some(p) = &a.protocol {
                 if let Err(e) = check_protocols(std::slice::from_ref(p)) {

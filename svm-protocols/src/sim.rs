@@ -242,6 +242,17 @@ pub struct RunStats {
     pub max_lock_overtakes: u64,
     /// Lock acquires and releases that took the fast path ([`SimConfig::fast_locks`]).
     pub fast_lock_ops: u64,
+    /// Bytes of every message (protocol and sync, to other nodes) as the wire would carry them:
+    /// frame header, control payload and data. Messages to self cost nothing on a wire.
+    pub wire_bytes: u64,
+    /// Messages (protocol and sync) to other nodes.
+    pub wire_messages: u64,
+}
+
+/// Bytes of `msg` with `data` bytes of data on the wire (header + control payload + data).
+fn wire_len(msg: &svm_comm::wire::Msg, data: usize) -> u64 {
+    let frame = svm_comm::wire::encode(msg, 0, 0, &[]).map_or(0, |f| f.len());
+    (frame + data) as u64
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -911,6 +922,11 @@ impl Cluster {
                     });
                     self.stats.proto_messages += 1;
                     self.stats.pages_sent += data.is_some() as u64;
+                    if to != node {
+                        let m = svm_comm::wire::Msg::Proto { proto: 0, msg: msg.clone() };
+                        self.stats.wire_bytes += wire_len(&m, data.as_ref().map_or(0, |d| d.len()));
+                        self.stats.wire_messages += 1;
+                    }
                     self.chans[node as usize * self.n + to as usize].push_back(Payload::Proto { msg, data });
                 }
                 Action::SetAccess { page, access } => {
@@ -947,6 +963,11 @@ impl Cluster {
                     self.stats.proto_messages += 1;
                     self.stats.diff_messages += 1;
                     self.stats.diff_bytes_sent += data.len() as u64;
+                    if to != node {
+                        let m = svm_comm::wire::Msg::Proto { proto: 0, msg: msg.clone() };
+                        self.stats.wire_bytes += wire_len(&m, data.len());
+                        self.stats.wire_messages += 1;
+                    }
                     let data = if pages.is_empty() { None } else { Some(data) };
                     self.chans[node as usize * self.n + to as usize].push_back(Payload::Proto { msg, data });
                 }
@@ -1070,6 +1091,11 @@ impl Cluster {
             match ev {
                 SyncEvent::Send { to, msg } => {
                     self.stats.sync_messages += 1;
+                    if to != node {
+                        self.stats.wire_bytes +=
+                            wire_len(&svm_comm::wire::Msg::Sync(msg.clone()), 0);
+                        self.stats.wire_messages += 1;
+                    }
                     self.chans[node as usize * self.n + to as usize].push_back(Payload::Sync(msg));
                 }
                 SyncEvent::Granted {

@@ -1,8 +1,9 @@
 //! A job on three "hosts": network namespaces this test creates (and removes, even when it
 //! fails), each with its own address on a bridge that lives in a fourth namespace, so the
 //! machine's own network is never touched. Nodes start with the environment bootstrap
-//! (`SVM_RANK`, `SVM_SIZE`, `SVM_COORD`, `SVM_JOB_KEY`) and no `SVM_LISTEN`: each must find the
-//! address the others reach it on by itself.
+//! (`SVM_RANK`, `SVM_SIZE` — or Slurm's `SLURM_PROCID`, `SLURM_NTASKS` — `SVM_COORD`,
+//! `SVM_JOB_KEY`) and no `SVM_LISTEN`: each must find the address the others reach it on by
+//! itself.
 //!
 //! Needs root and `ip` (iproute2); skipped with a message otherwise.
 
@@ -133,14 +134,27 @@ impl Net {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Job {
+        self.node_as(("SVM_RANK", "SVM_SIZE"), rank, size, program, args, env)
+    }
+
+    /// [`Net::node`] with the rank and size in the variables `names` (Slurm's, for example).
+    fn node_as(
+        &self,
+        names: (&str, &str),
+        rank: usize,
+        size: usize,
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Job {
         let h = self.host(rank % HOSTS);
         let exe = example_path(program);
         let mut full = vec!["netns", "exec", h.as_str(), exe.to_str().unwrap()];
         full.extend_from_slice(args);
         let (r, s, c) = (rank.to_string(), size.to_string(), self.coord());
         let mut vars = vec![
-            ("SVM_RANK", r.as_str()),
-            ("SVM_SIZE", s.as_str()),
+            (names.0, r.as_str()),
+            (names.1, s.as_str()),
             ("SVM_COORD", c.as_str()),
             ("SVM_JOB_KEY", KEY),
         ];
@@ -199,7 +213,13 @@ fn three_hosts_counter_and_jacobi_without_svm_listen() {
     outs[0].assert_stdout_contains("counter=900 expected=900 OK");
 
     let outs = wait_all(
-        net.job(3, "jacobi", &["96", "10", "--verify"], &[]),
+        // As Slurm's srun starts them (the documented recipe): rank and size from Slurm.
+        (0..3)
+            .map(|r| {
+                let names = ("SLURM_PROCID", "SLURM_NTASKS");
+                net.node_as(names, r, 3, "jacobi", &["96", "10", "--verify"], &[])
+            })
+            .collect(),
         Duration::from_secs(180),
     );
     eprintln!("{}", show(&outs));
