@@ -73,6 +73,18 @@ pub(crate) fn weighted_blocks(len: i64, weights: &[f64]) -> Vec<(i64, i64)> {
     out
 }
 
+/// SMI's REGULAR loop split of `[lo, hi]`: `(hi - lo + 1) / n` indices per process (rounded
+/// down), the last process also takes the rest.
+pub(crate) fn regular_block(lo: i64, hi: i64, me: usize, n: usize) -> (i64, i64) {
+    let k = (hi - lo + 1).max(0) / n as i64;
+    let a = lo + me as i64 * k;
+    if me + 1 == n {
+        (a, hi)
+    } else {
+        (a, a + k - 1)
+    }
+}
+
 /// Number of indices of class `p` (i % n == p) in `[0, len)`.
 pub(crate) fn class_count(len: i64, p: usize, n: usize) -> i64 {
     if len <= p as i64 {
@@ -122,6 +134,14 @@ mod tests {
         }
         assert_eq!(weighted_blocks(10, &[1.0, 1.0]), vec![(0, 5), (5, 10)]);
         assert_eq!(weighted_blocks(12, &[3.0, 1.0]), vec![(0, 9), (9, 12)]);
+    }
+
+    #[test]
+    fn regular_blocks_follow_smi() {
+        assert_eq!(regular_block(0, 9, 0, 4), (0, 1));
+        assert_eq!(regular_block(0, 9, 2, 4), (4, 5));
+        assert_eq!(regular_block(0, 9, 3, 4), (6, 9));
+        assert_eq!(regular_block(5, 5, 0, 1), (5, 5));
     }
 
     #[test]

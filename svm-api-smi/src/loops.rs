@@ -511,7 +511,9 @@ pub extern "C" fn SMI_Determine_loop_splitting(
     entry("SMI_Determine_loop_splitting", || {
         let s = smi()?;
         match mode {
-            SPLIT_REGULAR => with_split(s, id, |l| set_block(l, s.me, &equal_weights(s))),
+            SPLIT_REGULAR => with_split(s, id, |l| {
+                (l.llo, l.lhi) = layout::regular_block(l.glo, l.ghi, s.me, s.n);
+            }),
             SPLIT_OWNER => {
                 if param1 <= 0 {
                     return Err(SMI_ERR_PARAM);
@@ -519,26 +521,25 @@ pub extern "C" fn SMI_Determine_loop_splitting(
                 let elem = param1 as i64;
                 let (base, segs) = with_region(s, param2, |r| Ok((r.addr as i64, r.segs.clone())))?;
                 with_split(s, id, |l| {
+                    // As SMI: byte 0 of the region is element `lower`; this process's part of
+                    // the first (upper - lower + 1) elements, floor-divided into elements;
+                    // (0, -1) when it has none.
+                    let bytes = (l.ghi - l.glo + 1).max(0) * elem;
                     let (mut lo, mut hi) = (i64::MAX, i64::MIN);
                     for (a, len, p) in segs {
-                        if p != s.me {
+                        let off = a as i64 - base;
+                        let end = (off + len as i64).min(bytes);
+                        if p != s.me || off >= end {
                             continue;
                         }
-                        let first = (a as i64 - base + elem - 1).div_euclid(elem).max(l.glo);
-                        let last = ((a + len) as i64 - base + elem - 1)
-                            .div_euclid(elem)
-                            .min(l.ghi + 1)
-                            - 1;
+                        let first = l.glo + off / elem;
+                        let last = first + (end - off) / elem - 1;
                         if first <= last {
                             lo = lo.min(first);
                             hi = hi.max(last);
                         }
                     }
-                    if lo > hi {
-                        (l.llo, l.lhi) = (l.glo, l.glo - 1);
-                    } else {
-                        (l.llo, l.lhi) = (lo, hi);
-                    }
+                    (l.llo, l.lhi) = if lo > hi { (0, -1) } else { (lo, hi) };
                 })
             }
             _ => Err(SMI_ERR_PARAM),

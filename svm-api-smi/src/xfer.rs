@@ -361,6 +361,11 @@ pub extern "C" fn SMI_Signal_joinCallBack(handle: *mut *mut SignalHandle) -> c_i
 
 fn send(s: &Smi, buf: usize, count: c_int, dest: c_int) -> Res {
     let p = crate::check_rank(s, dest)?;
+    // As in SMI: while an SMI_Isend to `dest` has not been completed by SMI_Send_wait, no other
+    // message may go there.
+    if s.st().isend.contains(&p) {
+        return Err(SMI_ERR_PENDING);
+    }
     let len = usize::try_from(count).map_err(|_| SMI_ERR_PARAM)?;
     let data = ffi::bytes_from(buf, len).ok_or(SMI_ERR_PARAM)?;
     sv(api::send_message(p, TAG_MSG, &data))

@@ -154,6 +154,30 @@ int main(int argc, char **argv) {
         OK(SMI_Free_shreg(id));
     }
 
+    /* Old loop splitting as SMI: REGULAR gives (n / nprocs) indices each, the last process the
+     * rest; OWNER counts byte 0 of the region as index `lower`. */
+    {
+        int sp, lo = 10, hi = 10 + 4 * size + 2, llo, lhi, bid;
+        double *d;
+        OK(SMI_Loop_split_init(&sp));
+        OK(SMI_Loop_index_range(sp, &lo, &hi, SMI_LOOP_SET_GLOBAL));
+        OK(SMI_Determine_loop_splitting(sp, SMI_SPLIT_REGULAR, 0, 0));
+        OK(SMI_Loop_index_range(sp, &llo, &lhi, SMI_LOOP_GET_LOCAL));
+        {
+            int k = (hi - lo + 1) / size;
+            CHECK(llo == 10 + k * rank && lhi == (rank == size - 1 ? hi : 10 + k * rank + k - 1), "regular split %d..%d", llo, lhi);
+        }
+        SMI_Init_reginfo(&info, size * page, 0, 0, SMI_ADPT_DEFAULT, 0, 0, NULL);
+        OK(SMI_Create_shreg(SMI_SHM_BLOCKED, &info, &bid, (void **)&d));
+        lo = 100;
+        hi = 100 + size * page / 8 - 1;
+        OK(SMI_Loop_index_range(sp, &lo, &hi, SMI_LOOP_SET_GLOBAL));
+        OK(SMI_Determine_loop_splitting(sp, SMI_SPLIT_OWNER, sizeof(double), bid));
+        OK(SMI_Loop_index_range(sp, &llo, &lhi, SMI_LOOP_GET_LOCAL));
+        CHECK(llo == 100 + rank * page / 8 && lhi == llo + page / 8 - 1, "owner split %d..%d", llo, lhi);
+        OK(SMI_Free_shreg(bid));
+    }
+
     /* A flag polled with no SMI call in between sees the other process's store. */
     if (size > 1) {
         volatile int *flag;

@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
         CHECK(strcmp(in, out) == 0, "got '%s'", in);
     }
     OK(SMI_Isend(out, 8, next));
+    CHECK(SMI_Send(out, 8, next) == SMI_ERR_PENDING, "a send while an Isend is pending");
     OK(SMI_Send_wait(next));
     CHECK(SMI_Send_wait(next) == SMI_ERR_NOTPOSTED, "second Send_wait");
     OK(SMI_Recv(in, 8, prev));
