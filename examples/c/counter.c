@@ -1,8 +1,13 @@
 /* counter: every node adds 1 to a shared counter ITER times under a lock.
- *   svmrun -n 4 ./counter 1000      -> counter=4000 expected=4000 OK */
+ *   svmrun -n 4 ./counter [--profile FILE] 1000      -> counter=4000 expected=4000 OK */
+#include <string.h>
 #include "check.h"
 
 int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[1], "--profile") == 0) {
+        CHECK(svm_set_profile(argv[2]));
+        argc -= 2, argv += 2;
+    }
     long iters = argc > 1 ? atol(argv[1]) : 1000;
     int me, nodes;
     svm_region_t r;

@@ -25,8 +25,11 @@ int main(void) {
     EXPECT(svm_node_id(&me), SVM_E_STATE);
     EXPECT(svm_barrier(), SVM_E_STATE);
     EXPECT(svm_finish(), SVM_E_STATE);
+    EXPECT(svm_set_trace(""), SVM_E_ARG);
+    CHECK(svm_set_trace(NULL));
     CHECK(svm_init());
     EXPECT(svm_init(), SVM_E_STATE);
+    EXPECT(svm_set_profile("p.md"), SVM_E_STATE);
     CHECK(svm_node_id(&me));
     CHECK(svm_nodes(&nodes));
     EXPECT(svm_node_id(NULL), SVM_E_ARG);

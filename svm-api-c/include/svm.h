@@ -55,6 +55,14 @@ int svm_init(void);
 /* Orderly end: waits until every node has finished. Nothing but svm_strerror and
  * svm_last_error may be called afterwards. */
 int svm_finish(void);
+/* The profiler switches (docs/profiling.md), before svm_init only (SVM_E_STATE after), on
+ * every node: svm_set_profile(FILE) is SVM_PROFILE=FILE (one merged report of all nodes at the
+ * end of the job, Markdown at FILE and JSON at FILE.json), svm_set_trace(FILE) is
+ * SVM_TRACE=FILE (a Chrome trace of the whole job). A relative FILE is taken from the current
+ * directory; NULL switches the instrument off. The environment (svmrun --profile / --trace)
+ * works as well. */
+int svm_set_profile(const char *file);
+int svm_set_trace(const char *file);
 int svm_node_id(int *id);
 int svm_nodes(int *count);
 /* Size of the coherence unit (a page) in bytes. */

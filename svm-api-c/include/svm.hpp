@@ -56,6 +56,10 @@ class runtime {
     bool done_ = false;
 };
 
+/// The profiler switches, before the runtime starts (see svm.h).
+inline void set_profile(const char *file) { check(svm_set_profile(file)); }
+inline void set_trace(const char *file) { check(svm_set_trace(file)); }
+
 inline int node_id() {
     int v;
     check(svm_node_id(&v));

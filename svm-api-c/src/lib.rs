@@ -187,6 +187,45 @@ pub extern "C" fn svm_init() -> c_int {
     })
 }
 
+/// Sets (or with NULL clears) the environment variable `var` read by `svm_init`; only before it.
+fn set_before_init(var: &str, file: *const c_char) -> Res {
+    if STATE.load(Ordering::Acquire) != NOT_STARTED {
+        return Err(Error(
+            SVM_E_STATE,
+            format!(
+                "svm: {var} can only be set before svm_init() (it is read when the node starts)"
+            ),
+        ));
+    }
+    match cabi::c_str(file) {
+        None => std::env::remove_var(var),
+        Some(f) => {
+            let f = f
+                .to_str()
+                .map_err(|_| arg(&format!("the {var} file name is not UTF-8")))?;
+            if f.is_empty() {
+                return Err(arg(&format!("an empty {var} file name")));
+            }
+            // Absolute, as svmrun passes it: rank 0 merges the parts every node writes.
+            let path = std::env::current_dir()
+                .map(|d| d.join(f))
+                .map_err(|e| Error(SVM_E_ARG, format!("svm: {var}: no current directory: {e}")))?;
+            std::env::set_var(var, path);
+        }
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn svm_set_profile(file: *const c_char) -> c_int {
+    entry(true, || set_before_init("SVM_PROFILE", file))
+}
+
+#[no_mangle]
+pub extern "C" fn svm_set_trace(file: *const c_char) -> c_int {
+    entry(true, || set_before_init("SVM_TRACE", file))
+}
+
 #[no_mangle]
 pub extern "C" fn svm_finish() -> c_int {
     entry(false, || {

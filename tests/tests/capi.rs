@@ -175,6 +175,27 @@ fn counter_in_c_and_cpp() {
     });
 }
 
+/// `svm_set_profile` before `svm_init` is `SVM_PROFILE`: one merged report of every node.
+#[test]
+fn the_profiler_switch_writes_one_report() {
+    let dir = installed().bin.join("profile");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the profile directory");
+    let file = dir.join("p.md");
+    let out = run(
+        "counter",
+        2,
+        "uffd",
+        &["--profile", file.to_str().expect("utf-8"), "50"],
+    );
+    out.assert_success();
+    let report = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(
+        !report.is_empty() && file.with_extension("md.json").is_file(),
+        "{out}"
+    );
+}
+
 #[test]
 fn jacobi_verifies_against_a_serial_run() {
     matrix("jacobi", &["--verify", "48", "20"], |n, out| {
