@@ -227,6 +227,8 @@ pub struct Node {
     proto_dirty: AtomicBool,
     /// Locks held through the fast path right now.
     fast_held: AtomicU32,
+    /// Lock acquires through the fast path (statistics).
+    fast_count: AtomicU64,
 }
 
 thread_local! {
@@ -297,6 +299,7 @@ impl Node {
             fast: RwLock::new(FxHashMap::default()),
             proto_dirty: AtomicBool::new(true),
             fast_held: AtomicU32::new(0),
+            fast_count: AtomicU64::new(0),
         });
         crate::profile::start(crate::profile::Setup {
             profile: node.cfg.profile.as_deref(),
@@ -1307,7 +1310,9 @@ impl Node {
         self.with_fast(lock, |f| {
             self.fast_held.fetch_add(1, Ordering::SeqCst);
             let ok = f.try_take(w);
-            if !ok {
+            if ok {
+                self.fast_count.fetch_add(1, Ordering::Relaxed);
+            } else {
                 self.fast_held.fetch_sub(1, Ordering::SeqCst);
             }
             ok
@@ -1592,6 +1597,7 @@ impl Node {
     pub fn stats(&self) -> Stats {
         let st = self.lock_state();
         let mut c = st.counters.clone();
+        c.fast_locks = self.fast_count.load(Ordering::Relaxed);
         for p in st.protocols.iter().flatten() {
             let ps = p.stats();
             c.invalidations += ps.invalidations;

@@ -130,6 +130,8 @@ pub struct Counters {
     pub notice_invalidations: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
     pub fault_detect_ns: Histogram,
+    /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
+    pub fast_locks: u64,
 }
 
 /// A snapshot of one node's statistics.
@@ -152,6 +154,9 @@ pub struct Stats {
     pub invalidations: u64,
     pub messages: BTreeMap<&'static str, MsgCount>,
     pub lock_acquire_latency: LatencySummary,
+    /// Lock acquires through the application-thread fast path (`docs/sync.md`); they are not
+    /// in `lock_acquire_latency`.
+    pub fast_locks: u64,
     pub barrier_wait: LatencySummary,
     pub twins_made: u64,
     pub diffs_created: u64,
@@ -188,6 +193,7 @@ impl Stats {
             invalidations: c.invalidations,
             messages: c.msgs.clone(),
             lock_acquire_latency: c.lock_acquire_ns.summary(),
+            fast_locks: c.fast_locks,
             barrier_wait: c.barrier_wait_ns.summary(),
             twins_made: c.twins_made,
             diffs_created: c.diffs_created,
@@ -251,6 +257,7 @@ impl fmt::Display for Stats {
             self.notices_sent, self.notice_invalidations
         )?;
         lat(f, "lock acquire", &self.lock_acquire_latency)?;
+        writeln!(f, "  lock fast path         acquires={}", self.fast_locks)?;
         lat(f, "barrier wait", &self.barrier_wait)?;
         for (k, m) in &self.messages {
             writeln!(

@@ -107,7 +107,9 @@ pub(super) fn parse_stats(stderr: &str) -> Result<SvmStats, String> {
         s.faults += u("read_faults")? + u("write_faults")?;
         s.remote_faults += u("remote_faults")?;
         s.pages_fetched += u("pages_fetched")?;
-        s.locks += count("lock_acquire_latency")?;
+        // Acquires through the lock fast path are counted apart (older builds lack the key).
+        s.locks += count("lock_acquire_latency")?
+            + v.get("fast_locks").and_then(|x| x.as_u64()).unwrap_or(0);
         s.barriers += count("barrier_wait")?;
     }
     if s.nodes == 0 {
