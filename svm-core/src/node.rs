@@ -30,12 +30,14 @@ use crate::page_table::{PageTable, PageWaiter};
 use crate::protocol::{Action, Context, Protocol};
 use crate::space::Space;
 use crate::stats::{Counters, Stats};
-use crate::sync::fast::{FastLock, Reclaimed};
+use crate::sync::fast::FastLock;
 use crate::sync::sem::SemState;
 use crate::sync::{SyncEvent, SyncState, Waiter};
 use crate::sys::segv::now_ns;
 use crate::sys::{futex, EventFd, Poller};
 use crate::{Access, NodeId, PageId};
+
+mod lockfast;
 
 /// Id of the barrier of all nodes (`svm::barrier()`); ids from 2^63 up are the runtime's.
 pub const GLOBAL_BARRIER: u64 = u64::MAX;
@@ -233,9 +235,6 @@ pub struct Node {
 
 thread_local! {
     static THREAD_WAITER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    /// This thread's copy of `Node::fast` entries it used: (node address, lock → word).
-    static FAST_CACHE: std::cell::RefCell<(usize, FxHashMap<u64, Arc<FastLock>>)> =
-        std::cell::RefCell::new((0, FxHashMap::default()));
 }
 
 impl Node {
@@ -1192,149 +1191,6 @@ impl Node {
         }
         let r = cell.result.lock().unwrap_or_else(|p| p.into_inner()).take();
         r.unwrap_or(WaitResult::Finished)
-    }
-
-    // ----------------------------------------------------------------------------------------
-    // The lock fast path (`sync::fast`)
-
-    /// Records whether every protocol is quiescent; if not, runs the acquire hooks late for
-    /// every lock a thread holds through the fast path (so the critical section is counted
-    /// open and its release runs the hooks).
-    fn note_protocols(&self, st: &mut EngineState) {
-        let quiet = st.protocols.iter().flatten().all(|p| p.quiescent());
-        self.proto_dirty.store(!quiet, Ordering::SeqCst);
-        if quiet || self.fast_held.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        let converted = st.fast_locks.values().filter(|f| f.convert()).count();
-        for _ in 0..converted {
-            self.late_acquire(st);
-        }
-    }
-
-    /// Runs the acquire hooks (no notices) for a critical section entered through the fast
-    /// path; nobody waits for their completion.
-    fn late_acquire(&self, st: &mut EngineState) {
-        let token = Self::new_token(st);
-        st.acquires.insert(
-            token,
-            AcquireCont {
-                waiters: Vec::new(),
-                result: WaitResult::Granted,
-            },
-        );
-        self.acquire_all(st, token, &[], false);
-    }
-
-    /// The engine is about to change `lock`'s state: takes its fast-path word back, adopting a
-    /// thread that holds it through the fast path as the holder.
-    fn reclaim_fast(&self, st: &mut EngineState, lock: u64) {
-        if let Some(f) = st.fast_locks.get(&lock) {
-            if let Reclaimed::Holder(h) = f.reclaim() {
-                st.sync.adopt_holder(lock, h);
-            }
-        }
-    }
-
-    /// A slow-path release by `w`: if it took `lock` through the fast path, the engine takes
-    /// over (records it as the holder, runs the acquire hooks it skipped).
-    fn take_back_fast(&self, st: &mut EngineState, lock: u64, w: Waiter) {
-        let Some(f) = st.fast_locks.get(&lock).cloned() else {
-            return;
-        };
-        let Some(tb) = f.take_back(w) else {
-            return;
-        };
-        self.fast_held.fetch_sub(1, Ordering::SeqCst);
-        if tb.adopt {
-            st.sync.adopt_holder(lock, w);
-        }
-        if tb.acquire_hooks {
-            self.late_acquire(st);
-        }
-    }
-
-    /// After a slow-path release: if the token stays here idle, threads may take it through
-    /// the fast path.
-    fn publish_fast(&self, st: &mut EngineState, lock: u64) {
-        if !st.sync.token_idle(lock) {
-            return;
-        }
-        let f = st
-            .fast_locks
-            .entry(lock)
-            .or_insert_with(|| {
-                let f = Arc::new(FastLock::new());
-                self.fast
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(lock, f.clone());
-                f
-            })
-            .clone();
-        f.publish();
-    }
-
-    /// Runs `op` on the fast-path word of `lock`, if there is one (thread-local cache first).
-    fn with_fast<R>(&self, lock: u64, op: impl FnOnce(&FastLock) -> R) -> Option<R> {
-        FAST_CACHE.with(|c| {
-            let mut c = c.borrow_mut();
-            let me = self as *const Node as usize;
-            if c.0 != me {
-                c.0 = me;
-                c.1.clear();
-            }
-            let f = match c.1.get(&lock) {
-                Some(f) => f,
-                None => {
-                    let f = self
-                        .fast
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&lock)?
-                        .clone();
-                    c.1.entry(lock).or_insert(f)
-                }
-            };
-            Some(op(f))
-        })
-    }
-
-    /// Takes `lock` without the engine if its token is here, idle, and the protocols are
-    /// quiescent.
-    fn fast_lock(&self, lock: u64) -> bool {
-        let w = THREAD_WAITER.with(|c| c.get());
-        if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
-            return false;
-        }
-        self.with_fast(lock, |f| {
-            self.fast_held.fetch_add(1, Ordering::SeqCst);
-            let ok = f.try_take(w);
-            if ok {
-                self.fast_count.fetch_add(1, Ordering::Relaxed);
-            } else {
-                self.fast_held.fetch_sub(1, Ordering::SeqCst);
-            }
-            ok
-        })
-        .unwrap_or(false)
-    }
-
-    /// Releases `lock` without the engine if this thread took it through the fast path and
-    /// nothing needs the release hooks.
-    fn fast_unlock(&self, lock: u64) -> bool {
-        let w = THREAD_WAITER.with(|c| c.get());
-        if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
-            return false;
-        }
-        self.with_fast(lock, |f| {
-            let ok = f.try_give_back(w);
-            if ok {
-                self.fast_held.fetch_sub(1, Ordering::SeqCst);
-            }
-            ok
-        })
-        .unwrap_or(false)
     }
 
     /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
