@@ -520,6 +520,9 @@ fn abort_joined(me: NodeId, s0: &mut TcpStream, reason: String) -> CommError {
     setup(me, reason)
 }
 
+/// How long past the set-up deadline a joined node waits for rank 0's verdict.
+const RANK0_VERDICT_GRACE: Duration = Duration::from_secs(2);
+
 /// Waits for rank 0's next frame: the peer table (its first or its "start" copy).
 fn await_table(
     me: NodeId,
@@ -527,6 +530,10 @@ fn await_table(
     s0: &mut TcpStream,
     deadline: Instant,
 ) -> Result<Vec<String>, (CommError, bool)> {
+    // Rank 0 gives up on missing nodes at the same deadline and then tells every joined node
+    // who is missing: wait a little longer than the deadline so that verdict, not a bare read
+    // time-out, is what this node reports.
+    let deadline = deadline + RANK0_VERDICT_GRACE;
     let left = deadline.saturating_duration_since(Instant::now());
     let _ = s0.set_read_timeout(Some(left.max(Duration::from_millis(1))));
     match read_frame(s0) {
