@@ -124,11 +124,7 @@ fn entry(any_state: bool, f: impl FnOnce() -> Res) -> c_int {
         Ok(Ok(())) => return SVM_OK,
         Ok(Err(e)) => e,
         Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into());
+            let msg = cabi::panic_message(&*p);
             let msg = format!("svm: node {}: internal error: {msg}", api::node_id());
             eprintln!("{msg}");
             Error(SVM_E_INTERNAL, msg)

@@ -85,11 +85,7 @@ fn guard(f: impl FnOnce() -> Result<c_int, c_int>) -> c_int {
         Ok(Ok(v)) => v,
         Ok(Err(c)) => c,
         Err(p) => {
-            let what = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
+            let what = cabi::panic_message(&*p);
             fail(DECK_EINTERNAL, &format!("internal error: {what}"))
         }
     }

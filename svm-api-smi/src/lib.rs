@@ -260,11 +260,7 @@ pub(crate) fn entry(name: &str, f: impl FnOnce() -> Res) -> c_int {
             code
         }
         Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into());
+            let msg = sys::cabi::panic_message(&*p);
             eprintln!("smi[{}]: {name}: internal error: {msg}", api::node_id());
             SMI_ERR_OTHER
         }

@@ -65,11 +65,7 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> T {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into());
+            let msg = crate::sys::cabi::panic_message(&*p);
             fail(&format!("{what}: {msg}"))
         }
     }

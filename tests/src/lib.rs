@@ -752,6 +752,28 @@ pub fn words(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_string).collect()
 }
 
+/// Waits for every node of a job started node by node (the whole set shares `deadline` from
+/// now); a node past it is killed and the test fails naming it.
+pub fn wait_nodes(jobs: Vec<Job>, deadline: Duration) -> Vec<Output> {
+    let start = Instant::now();
+    jobs.into_iter()
+        .enumerate()
+        .map(|(rank, j)| {
+            let left = deadline.saturating_sub(start.elapsed()) + j.elapsed();
+            j.wait(left)
+                .unwrap_or_else(|t| panic!("node {rank} did not finish in time\n{t}"))
+        })
+        .collect()
+}
+
+/// The outputs of a job's nodes, one section per rank, for assertion messages.
+pub fn show_nodes(outs: &[Output]) -> String {
+    outs.iter()
+        .enumerate()
+        .map(|(r, o)| format!("==== node {r}\n{o}\n"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

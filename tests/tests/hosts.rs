@@ -6,7 +6,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use svm_tests::{example_path, free_port, serial, Job, Output};
+use svm_tests::{example_path, free_port, serial, show_nodes, wait_nodes, Job, Output};
 
 const KEY: &str = "5e1f00112233445566778899aabbccddeeff00112233445566778899aabbccdd";
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -56,29 +56,9 @@ fn launch_some(
         .collect()
 }
 
-/// Waits for every node (the whole set shares `deadline` from now).
-fn wait_all(jobs: Vec<Job>, deadline: Duration) -> Vec<Output> {
-    let start = Instant::now();
-    jobs.into_iter()
-        .enumerate()
-        .map(|(rank, j)| {
-            let left = deadline.saturating_sub(start.elapsed()) + j.elapsed();
-            j.wait(left)
-                .unwrap_or_else(|t| panic!("node {rank} did not finish in time\n{t}"))
-        })
-        .collect()
-}
-
-fn show(outs: &[Output]) -> String {
-    outs.iter()
-        .enumerate()
-        .map(|(r, o)| format!("==== node {r}\n{o}\n"))
-        .collect()
-}
-
 fn no_panic(outs: &[Output]) {
     for o in outs {
-        assert!(!o.stderr.contains("panicked"), "{}", show(outs));
+        assert!(!o.stderr.contains("panicked"), "{}", show_nodes(outs));
     }
 }
 
@@ -87,9 +67,9 @@ fn slurm_style_job_without_svm_listen() {
     let _serial = serial();
     let coord = format!("127.0.0.1:{}", free_port());
     let jobs = launch("slurm", 3, &coord, "counter", &["500"], &|_| vec![]);
-    let outs = wait_all(jobs, DEADLINE);
+    let outs = wait_nodes(jobs, DEADLINE);
     for o in &outs {
-        assert!(o.success(), "{}", show(&outs));
+        assert!(o.success(), "{}", show_nodes(&outs));
     }
     outs[0].assert_stdout_contains("counter=1500 expected=1500 OK");
 }
@@ -103,9 +83,9 @@ fn open_mpi_style_job_with_a_host_name_and_wildcard_listeners() {
     let jobs = launch("ompi", 3, &coord, "counter", &["300"], &|_| {
         vec![("SVM_LISTEN", "0.0.0.0".to_string())]
     });
-    let outs = wait_all(jobs, DEADLINE);
+    let outs = wait_nodes(jobs, DEADLINE);
     for o in &outs {
-        assert!(o.success(), "{}", show(&outs));
+        assert!(o.success(), "{}", show_nodes(&outs));
     }
     outs[0].assert_stdout_contains("counter=900 expected=900 OK");
 }
@@ -140,17 +120,17 @@ fn idle_strangers_on_the_rendezvous_port_do_not_stop_the_start() {
         }
         vec![]
     });
-    let outs = wait_all(jobs, DEADLINE);
+    let outs = wait_nodes(jobs, DEADLINE);
     let held = strangers.join().expect("stranger thread");
     eprintln!(
         "{} idle strangers; node 0 took {:.2} s\n{}",
         held.len(),
         outs[0].elapsed.as_secs_f64(),
-        show(&outs)
+        show_nodes(&outs)
     );
     assert_eq!(held.len(), 4, "the strangers could not connect");
     for o in &outs {
-        assert!(o.success(), "{}", show(&outs));
+        assert!(o.success(), "{}", show_nodes(&outs));
     }
     outs[0].assert_stdout_contains("counter=200 expected=200 OK");
     drop(held);
@@ -168,17 +148,17 @@ fn one_node_cannot_join(bad: (&'static str, &'static str), expect: &str) {
         }
         v
     });
-    let outs = wait_all(jobs, Duration::from_secs(40));
-    eprintln!("{}", show(&outs));
+    let outs = wait_nodes(jobs, Duration::from_secs(40));
+    eprintln!("{}", show_nodes(&outs));
     no_panic(&outs);
     for (rank, o) in outs.iter().enumerate() {
-        assert!(!o.success(), "node {rank} succeeded\n{}", show(&outs));
+        assert!(!o.success(), "node {rank} succeeded\n{}", show_nodes(&outs));
         // Node 2 itself says why in its own words.
         let named = rank == 2 || o.stderr.contains("node 2 could not join");
         assert!(
             named && o.stderr.contains(expect),
             "node {rank} does not say that node 2 could not join ({expect})\n{}",
-            show(&outs)
+            show_nodes(&outs)
         );
     }
 }
@@ -202,15 +182,15 @@ fn nodes_that_never_come_are_named() {
     let jobs = launch_some("slurm", 3, 2, &coord, "counter", &["100"], &|_| {
         vec![("SVM_TIMEOUT", "3".to_string())]
     });
-    let outs = wait_all(jobs, Duration::from_secs(40));
-    eprintln!("{}", show(&outs));
+    let outs = wait_nodes(jobs, Duration::from_secs(40));
+    eprintln!("{}", show_nodes(&outs));
     no_panic(&outs);
     for o in &outs {
-        assert!(!o.success(), "{}", show(&outs));
+        assert!(!o.success(), "{}", show_nodes(&outs));
         assert!(
             o.stderr.contains("node(s) 2 did not join"),
             "{}",
-            show(&outs)
+            show_nodes(&outs)
         );
     }
 }

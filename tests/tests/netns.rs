@@ -8,11 +8,11 @@
 //! Needs root and `ip` (iproute2); skipped with a message otherwise.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use svm_tests::{example_path, serial, word_value, Job, Output};
+use svm_tests::{example_path, serial, show_nodes, wait_nodes, word_value, Job};
 
 const KEY: &str = "0badc0de00112233445566778899aabbccddeeff00112233445566778899aabb";
 const HOSTS: usize = 3;
@@ -179,40 +179,21 @@ impl Drop for Net {
     }
 }
 
-fn wait_all(jobs: Vec<Job>, deadline: Duration) -> Vec<Output> {
-    let start = Instant::now();
-    jobs.into_iter()
-        .enumerate()
-        .map(|(rank, j)| {
-            let left = deadline.saturating_sub(start.elapsed()) + j.elapsed();
-            j.wait(left)
-                .unwrap_or_else(|t| panic!("node {rank} did not finish in time\n{t}"))
-        })
-        .collect()
-}
-
-fn show(outs: &[Output]) -> String {
-    outs.iter()
-        .enumerate()
-        .map(|(r, o)| format!("==== node {r}\n{o}\n"))
-        .collect()
-}
-
 #[test]
 fn three_hosts_counter_and_jacobi_without_svm_listen() {
     let _serial = serial();
     let Some(net) = Net::new("a", 71) else { return };
-    let outs = wait_all(
+    let outs = wait_nodes(
         net.job(3, "counter", &["300"], &[]),
         Duration::from_secs(120),
     );
-    eprintln!("{}", show(&outs));
+    eprintln!("{}", show_nodes(&outs));
     for o in &outs {
-        assert!(o.success(), "{}", show(&outs));
+        assert!(o.success(), "{}", show_nodes(&outs));
     }
     outs[0].assert_stdout_contains("counter=900 expected=900 OK");
 
-    let outs = wait_all(
+    let outs = wait_nodes(
         // As Slurm's srun starts them (the documented recipe): rank and size from Slurm.
         (0..3)
             .map(|r| {
@@ -222,14 +203,14 @@ fn three_hosts_counter_and_jacobi_without_svm_listen() {
             .collect(),
         Duration::from_secs(180),
     );
-    eprintln!("{}", show(&outs));
+    eprintln!("{}", show_nodes(&outs));
     for o in &outs {
-        assert!(o.success(), "{}", show(&outs));
+        assert!(o.success(), "{}", show_nodes(&outs));
     }
     assert!(
         outs[0].stdout.contains(" OK"),
         "jacobi did not verify\n{}",
-        show(&outs)
+        show_nodes(&outs)
     );
 }
 
@@ -247,14 +228,18 @@ fn three_hosts_a_node_killed_mid_run_fails_the_others() {
         .expect("pid");
     std::thread::sleep(Duration::from_millis(300));
     kill(Pid::from_raw(pid), Signal::SIGKILL).expect("kill rank 1");
-    let outs = wait_all(jobs, Duration::from_secs(60));
-    eprintln!("{}", show(&outs));
+    let outs = wait_nodes(jobs, Duration::from_secs(60));
+    eprintln!("{}", show_nodes(&outs));
     for r in [0, 2] {
-        assert!(!outs[r].success(), "node {r} survived\n{}", show(&outs));
+        assert!(
+            !outs[r].success(),
+            "node {r} survived\n{}",
+            show_nodes(&outs)
+        );
         assert!(
             outs[r].stderr.contains("node 1"),
             "node {r} does not name node 1\n{}",
-            show(&outs)
+            show_nodes(&outs)
         );
     }
 }
@@ -294,16 +279,16 @@ fn three_hosts_strangers_during_start_up() {
     }
     let mut jobs = vec![rank0];
     jobs.extend((1..3).map(|r| net.node(r, 3, "counter", &["200"], &[])));
-    let outs = wait_all(jobs, Duration::from_secs(120));
-    eprintln!("{}", show(&outs));
+    let outs = wait_nodes(jobs, Duration::from_secs(120));
+    eprintln!("{}", show_nodes(&outs));
     for o in &outs {
-        assert!(o.success(), "{}", show(&outs));
+        assert!(o.success(), "{}", show_nodes(&outs));
     }
     outs[0].assert_stdout_contains("counter=600 expected=600 OK");
     assert!(
         outs[0].stderr.contains("refused"),
         "the strangers were not logged\n{}",
-        show(&outs)
+        show_nodes(&outs)
     );
     for s in &mut strangers {
         s.kill_group();

@@ -106,6 +106,16 @@ fn range_ok<T>(p: *const T, len: usize) -> bool {
         .is_some_and(|b| (p as usize).checked_add(b).is_some())
 }
 
+/// What a panic caught at the C boundary said (its `&str` or `String` payload), for the error
+/// message the personality returns instead of unwinding into C.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
 /// Writes `v` through a C out-parameter. Returns false (nothing written) for NULL.
 pub fn write_out<T>(p: *mut T, v: T) -> bool {
     if p.is_null() {
