@@ -776,7 +776,7 @@ impl Node {
             }
             if crate::profile::on() {
                 let write = w.need == Access::Write;
-                crate::profile::fault_served(page, write, w.since_ns, st.handling_remote);
+                crate::profile::fault_served(page, write, w.since_ns, w.tid, st.handling_remote);
             }
         }
     }
@@ -818,6 +818,7 @@ impl Node {
             waiter: f.waiter,
             need,
             since_ns: f.since_ns,
+            tid: f.tid,
         });
         let (proto, unresolved) = self.space.fault_route(page);
         if unresolved {

@@ -14,6 +14,8 @@ pub struct PageWaiter {
     pub need: Access,
     /// Monotonic ns when the fault was taken (service latency, deadline).
     pub since_ns: u64,
+    /// Linux thread id of the faulting thread (0 = unknown), for the trace.
+    pub tid: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -113,6 +115,7 @@ mod tests {
             waiter: WaiterRef::Slot(n),
             need,
             since_ns: n as u64,
+            tid: 0,
         };
         t.entry(7)
             .waiters
@@ -141,6 +144,7 @@ mod tests {
             waiter: WaiterRef::Uffd,
             need: Access::Read,
             since_ns: 0,
+            tid: 0,
         });
         assert_eq!(t.forget(0..8), Some(5));
         assert_eq!(t.access(3), Access::Write, "nothing forgotten");

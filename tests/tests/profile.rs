@@ -129,6 +129,31 @@ fn check_trace(path: &Path, nodes: u64) {
         }
     }
     assert_eq!(pids, (0..nodes).collect(), "one pid per node");
+    // Faults go on the faulting thread's own track (both backends report its thread id), and
+    // every track has a name.
+    let named: std::collections::BTreeSet<(u64, u64)> = evs
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| {
+            (
+                e["pid"].as_u64().unwrap_or(0),
+                e["tid"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let faults: Vec<&Value> = evs.iter().filter(|e| e["cat"] == "fault").collect();
+    assert!(!faults.is_empty(), "no fault events");
+    for e in faults {
+        let track = (
+            e["pid"].as_u64().unwrap_or(0),
+            e["tid"].as_u64().unwrap_or(0),
+        );
+        assert_ne!(
+            track.1, 0x7fff_0000,
+            "a fault not on its thread's track: {e}"
+        );
+        assert!(named.contains(&track), "a fault on an unnamed track: {e}");
+    }
     for want in [
         "write…",
         "barrier…",

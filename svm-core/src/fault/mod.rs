@@ -26,6 +26,9 @@ pub struct Fault {
     pub waiter: WaiterRef,
     /// Monotonic ns when the fault was first seen by the runtime.
     pub since_ns: u64,
+    /// Linux thread id of the faulting thread (0 when the backend cannot tell); the trace puts
+    /// the fault on that thread's track.
+    pub tid: u32,
 }
 
 /// A fault backend. All methods are called by the engine with page-aligned coherence pages.

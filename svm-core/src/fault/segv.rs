@@ -39,12 +39,13 @@ impl FaultBackend for SegvBackend {
     fn take_faults(&self, out: &mut Vec<Fault>) -> Result<(), SysError> {
         self.event.drain();
         let mask = !(self.page_size - 1);
-        sig::take_posted(|slot, addr, write, since_ns| {
+        sig::take_posted(|slot, addr, write, since_ns, tid| {
             out.push(Fault {
                 addr: addr & mask,
                 write,
                 waiter: WaiterRef::Slot(slot),
                 since_ns,
+                tid,
             });
         });
         Ok(())

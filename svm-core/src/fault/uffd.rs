@@ -55,6 +55,7 @@ impl FaultBackend for UffdBackend {
             write: e.write || e.wp,
             waiter: WaiterRef::Uffd,
             since_ns: now,
+            tid: e.tid,
         }));
         Ok(())
     }

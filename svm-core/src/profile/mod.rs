@@ -86,11 +86,12 @@ pub fn fault(page: PageId, write: bool, before: Access) {
     with(|r| r.fault(page, write, before));
 }
 
-/// A fault on `page` taken at `since_ns` (monotonic) was served now; `remote` if it needed
+/// A fault on `page` taken at `since_ns` (monotonic) by thread `tid` (0 = unknown) was served
+/// now; `remote` if it needed
 /// another node.
-pub fn fault_served(page: PageId, write: bool, since_ns: u64, remote: bool) {
+pub fn fault_served(page: PageId, write: bool, since_ns: u64, tid: u32, remote: bool) {
     let now = now_ns();
-    with(|r| r.fault_served(page, write, since_ns, now, remote));
+    with(|r| r.fault_served(page, write, since_ns, now, tid, remote));
 }
 
 /// The access of `page` is about to change from `old` to `new` (before the backend changes

@@ -130,6 +130,7 @@ impl Recorder {
         write: bool,
         since: u64,
         now: u64,
+        tid: u32,
         remote: bool,
     ) {
         let dt = now.saturating_sub(since);
@@ -146,6 +147,7 @@ impl Recorder {
                 remote,
                 start: since,
                 dur: dt,
+                tid,
             });
         }
     }

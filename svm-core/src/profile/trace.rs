@@ -8,9 +8,9 @@
 //! CLOCK_REALTIME at start: one clock on one host, NTP's accuracy across hosts.
 //!
 //! Tracks: pid = rank (process name `node RANK`), tid = the Linux thread id of the thread
-//! (named after the thread). Page faults are served by the engine, which does not learn which
-//! thread faulted: they go on one track per node named `page faults`, with tid
-//! [`FAULT_TID`].
+//! (named after the thread). Page faults go on the track of the thread that took them (both
+//! fault backends report its thread id); a fault whose thread is unknown goes on the node's
+//! `page faults` track, tid [`FAULT_TID`].
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -37,6 +37,8 @@ pub enum Ev {
         remote: bool,
         start: u64,
         dur: u64,
+        /// The faulting thread (0 = unknown: the node's `page faults` track).
+        tid: u32,
     },
     Lock {
         id: u64,
@@ -93,8 +95,19 @@ impl TraceBuf {
             self.dropped += 1;
             return;
         }
-        let t = if matches!(ev, Ev::Fault { .. }) {
-            FAULT_TID
+        let t = if let Ev::Fault { tid: ft, .. } = ev {
+            if ft == 0 {
+                FAULT_TID
+            } else {
+                // The engine records faults for the thread that took them: name its track
+                // from the kernel's thread name (once per thread).
+                self.threads.entry(ft).or_insert_with(|| {
+                    std::fs::read_to_string(format!("/proc/self/task/{ft}/comm"))
+                        .map(|s| s.trim_end().to_string())
+                        .unwrap_or_else(|_| format!("thread {ft}"))
+                });
+                ft
+            }
         } else {
             let t = tid();
             self.threads.entry(t).or_insert_with(|| {
@@ -120,6 +133,7 @@ impl TraceBuf {
                 remote,
                 start,
                 dur,
+                ..
             } => json!({
                 "name": if write { "write fault" } else { "read fault" },
                 "cat": "fault", "ph": "X", "pid": pid, "tid": tid,

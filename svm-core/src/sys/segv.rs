@@ -49,6 +49,8 @@ pub struct Slot {
     pub write: AtomicU32,
     /// CLOCK_MONOTONIC nanoseconds when the handler posted the fault.
     pub posted_ns: AtomicU64,
+    /// Linux thread id of the faulting thread (for the trace's per-thread tracks).
+    pub tid: AtomicU32,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -57,6 +59,7 @@ const SLOT_INIT: Slot = Slot {
     addr: AtomicUsize::new(0),
     write: AtomicU32::new(0),
     posted_ns: AtomicU64::new(0),
+    tid: AtomicU32::new(0),
 };
 
 pub static SLOTS: [Slot; MAX_SLOTS] = [SLOT_INIT; MAX_SLOTS];
@@ -90,6 +93,12 @@ pub fn now_ns() -> u64 {
     // SAFETY: clock_gettime writes the local timespec; it is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's Linux thread id, from a signal handler (a bare system call: no
+/// allocation, no lock, nothing cached).
+fn gettid_signal_safe() -> u32 {
+    nix::unistd::gettid().as_raw() as u32
 }
 
 /// Installs the SIGSEGV handler for the managed ranges `(base, size)`; faults are announced on
@@ -201,7 +210,8 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     s.addr.store(addr, Ordering::Relaxed);
     s.write.store(write as u32, Ordering::Relaxed);
     s.posted_ns.store(now_ns(), Ordering::Relaxed);
-    // Release: publishes addr/write/posted_ns to the engine's take.
+    s.tid.store(gettid_signal_safe(), Ordering::Relaxed);
+    // Release: publishes addr/write/posted_ns/tid to the engine's take.
     s.state.store(SlotState::Posted.word(), Ordering::Release);
     signal_eventfd(fd);
     // Spin briefly, then sleep on the slot until the engine resolves the fault. The engine
@@ -296,8 +306,8 @@ pub fn complete(slot: usize) {
     futex::wake(&s.state, 1);
 }
 
-/// Engine side: takes every posted fault, calling `f(slot, addr, write, posted_ns)`.
-pub fn take_posted(mut f: impl FnMut(usize, usize, bool, u64)) {
+/// Engine side: takes every posted fault, calling `f(slot, addr, write, posted_ns, tid)`.
+pub fn take_posted(mut f: impl FnMut(usize, usize, bool, u64, u32)) {
     // Acquire: pairs with the handlers' AcqRel fetch_max (see `claim`).
     let used = SLOTS_USED.load(Ordering::Acquire);
     for (i, s) in SLOTS[..used].iter().enumerate() {
@@ -317,6 +327,7 @@ pub fn take_posted(mut f: impl FnMut(usize, usize, bool, u64)) {
                 s.addr.load(Ordering::Relaxed),
                 s.write.load(Ordering::Relaxed) != 0,
                 s.posted_ns.load(Ordering::Relaxed),
+                s.tid.load(Ordering::Relaxed),
             );
         }
     }
