@@ -39,6 +39,10 @@ use crate::{Access, NodeId, PageId};
 
 mod lockfast;
 
+/// How long a send that found its peer's connection closed waits for that peer's Goodbye
+/// before the job ends (`EngineState::send_lost`).
+const SEND_LOST_GRACE: Duration = Duration::from_millis(500);
+
 /// Id of the barrier of all nodes (`svm::barrier()`); ids from 2^63 up are the runtime's.
 pub const GLOBAL_BARRIER: u64 = u64::MAX;
 const TOKEN_FAULTS: u64 = u64::MAX;
@@ -150,6 +154,10 @@ struct EngineState {
     blocked: FxHashMap<Waiter, (Blocked, Instant)>,
     goodbye_from: Vec<bool>,
     goodbye_sent: bool,
+    /// A send to this peer failed because its connection is closed, at that time, with that
+    /// error: fatal unless the peer's Goodbye (which may still be unread, queued before the
+    /// close) turns up within [`SEND_LOST_GRACE`].
+    send_lost: Vec<Option<(Instant, String)>>,
     finish_waiter: Option<Waiter>,
     /// True while handling a message from another node (fault accounting: remote vs local).
     handling_remote: bool,
@@ -274,6 +282,7 @@ impl Node {
             blocked: FxHashMap::default(),
             goodbye_from: (0..nodes).map(|n| n == me).collect(),
             goodbye_sent: false,
+            send_lost: vec![None; nodes as usize],
             finish_waiter: None,
             handling_remote: false,
             lingers: Vec::new(),
@@ -484,8 +493,18 @@ impl Node {
         let Some(link) = self.links.get(to as usize).and_then(|l| l.as_ref()) else {
             self.fatal(Some(st), &format!("no connection to node {to}"));
         };
+        if st.send_lost[to as usize].is_some() {
+            return;
+        }
         if let Err(e) = link.send(&[&st.frame, data]) {
-            self.fatal(Some(st), &e.to_string());
+            // A peer closes its links only once every node has said Goodbye, and its own
+            // Goodbye may still be unread here: then nothing sent to it matters any more. The
+            // receive path reads that Goodbye, or reports the peer lost; the engine's periodic
+            // check ends the job if neither happens in time.
+            if !st.goodbye_from[to as usize] {
+                st.send_lost[to as usize] = Some((Instant::now(), e.to_string()));
+                self.wake.signal();
+            }
         }
     }
 
@@ -1594,6 +1613,21 @@ impl Node {
             }
             if last_check.elapsed() >= Duration::from_millis(100) {
                 last_check = Instant::now();
+                let lost_send = st
+                    .send_lost
+                    .iter()
+                    .enumerate()
+                    .find_map(|(peer, l)| match l {
+                        Some((at, why))
+                            if !st.goodbye_from[peer] && at.elapsed() > SEND_LOST_GRACE =>
+                        {
+                            Some(why.clone())
+                        }
+                        _ => None,
+                    });
+                if let Some(why) = lost_send {
+                    self.fatal(Some(&st), &why);
+                }
                 if let Some((_, w)) = st.pages.oldest_waiter() {
                     let waited = Duration::from_nanos(now_ns().saturating_sub(w.since_ns));
                     if waited > self.cfg.timeout {
