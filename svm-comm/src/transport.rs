@@ -1,6 +1,5 @@
 //! The transport interface the engine sends through, and frame reassembly for stream transports.
 
-use std::io::IoSlice;
 use std::os::fd::RawFd;
 
 use crate::wire::{Header, WireError, HEADER_LEN};
@@ -125,25 +124,6 @@ impl RecvBuf {
     pub fn pending(&self) -> usize {
         self.end - self.start
     }
-}
-
-/// Writes all parts, looping over short writes.
-pub fn write_all_parts(mut w: impl std::io::Write, parts: &[&[u8]]) -> std::io::Result<()> {
-    let mut slices: Vec<IoSlice> = parts
-        .iter()
-        .filter(|p| !p.is_empty())
-        .map(|p| IoSlice::new(p))
-        .collect();
-    let mut bufs = &mut slices[..];
-    while !bufs.is_empty() {
-        match w.write_vectored(bufs) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
