@@ -476,6 +476,8 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
     }
     let touch = crate::memory::first_touch(level, &svmrun);
     failures.extend(touch.failures.iter().cloned());
+    let threads = crate::memory::fault_threads(level, &svmrun);
+    failures.extend(threads.failures.iter().cloned());
     let (mut md, mut headline) = report(
         level,
         &cfg,
@@ -486,7 +488,9 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
     );
     md.push('\n');
     md.push_str(&touch.md);
-    for l in &touch.headline {
+    md.push('\n');
+    md.push_str(&threads.md);
+    for l in touch.headline.iter().chain(&threads.headline) {
         headline.push_str(&format!("fault: {l}\n"));
     }
     std::fs::write(out.join("fault.md"), md).map_err(|e| format!("writing fault.md: {e}"))?;

@@ -84,8 +84,9 @@ enum Cmd {
     },
     /// The page-fault table of the SVMlib paper: the CVM FFT (64×64×16, `tests/cvm/fft3d.c`) at
     /// 2, 3, 4 nodes per protocol, fault backend and transport, read/write/average fault time
-    /// beside the published rows, fault detection time per backend, and first touch per page
-    /// against calloc's per backend, with and without fault-around → fault.md + fault_time.svg.
+    /// beside the published rows, fault detection time per backend, first touch per page
+    /// against calloc's per backend, with and without fault-around, and remote faults made by
+    /// 1, 2 and 4 threads of one node → fault.md + fault_time.svg.
     Fault(Common),
     /// The real SPLASH-2 suite (a Splash-3 checkout, tag v2.0M): the 14 programs built with the
     /// suite's pthread macros and with c.m4.svm, run at p = 1, 2, 4, verified, svm/pthread time

@@ -3,6 +3,10 @@
 //! - **first touch** (part of `svm-bench fault`): `examples/touch` writes one word of every page
 //!   of fresh shared memory at 1 node and, in the same process, of fresh `calloc` memory; per
 //!   fault backend, with fault-around off (`SVM_FAULT_AROUND=0`) and at its default;
+//! - **remote faults by several threads of one node** (part of `svm-bench fault`):
+//!   `examples/pagefault` at 2 nodes, the reading node faulting with 1, 2 and 4 threads at once
+//!   (read-ahead off, so every page is its own fault), per fault backend; the baseline is the
+//!   single thread of the same backend in the same run, and the TCP round trip it measures;
 //! - **Jacobi vs pthreads** (part of `svm-bench apps`): `examples/jacobi N I` as a DSM job of
 //!   2 and 4 nodes over TCP and over DECK shared memory, against `jacobi N I --threads T`
 //!   (T threads in private memory, run first and last); the checksum must match.
@@ -106,6 +110,89 @@ pub fn first_touch(level: Level, svmrun: &Path) -> Section {
          {mib} MiB of fresh shared memory homed on the node, against the same on fresh `calloc` memory in the same \
          process (best of {reps} each, alternating). Fault-around (`SVM_FAULT_AROUND`) makes the untouched home pages \
          around a first fault writable in one call.\n\n"
+    ));
+    sec.md.push_str(&t.render());
+    sec.md.push('\n');
+    sec
+}
+
+/// Remote read faults of one node made by 1, 2 and 4 threads at once, per fault backend.
+pub fn fault_threads(level: Level, svmrun: &Path) -> Section {
+    let mut sec = Section::default();
+    let prog = match util::program("examples/pagefault") {
+        Ok(p) => p,
+        Err(e) => {
+            sec.failures.push(e);
+            return sec;
+        }
+    };
+    let mib = match level {
+        Level::Full => "32",
+        Level::Quick => "8",
+        Level::Tiny => "1",
+    };
+    let threads = [1usize, 2, 4];
+    let mut t = Table::new([
+        "backend",
+        "threads",
+        "µs per page",
+        "pages/s × 1 thread",
+        "TCP round trip µs",
+    ]);
+    for &backend in BACKENDS {
+        let mut one: Option<f64> = None;
+        for &n in &threads {
+            let mut c = Command::new(svmrun);
+            c.args(["-n", "2", "--no-prefix", "--fault", backend]);
+            c.arg(&prog).args([mib, "--threads", &n.to_string()]);
+            // Every page its own fault: read-ahead would hide whether faults overlap.
+            c.env("SVM_PREFETCH", "0");
+            let r = util::run_with_deadline(c, Duration::from_secs(120));
+            let name = format!("remote faults {backend} {n} thread(s)");
+            match (r.ok, value(&r.stdout, "us_per_page")) {
+                (true, Some(us)) => {
+                    if n == 1 {
+                        one = Some(us);
+                    }
+                    let speedup = one.map(|o| o / us);
+                    eprintln!(
+                        "fault: {name:<40} {} µs/page, {} × the pages/s of 1 thread",
+                        num(Some(us)),
+                        num(speedup)
+                    );
+                    t.row([
+                        backend.to_string(),
+                        n.to_string(),
+                        num(Some(us)),
+                        num(speedup),
+                        num(value(&r.stdout, "tcp_rtt_us")),
+                    ]);
+                    if n == 2 {
+                        sec.headline.push(format!(
+                            "remote faults by 2 threads of one node ({backend}): {} µs per page = {} × the pages/s of 1 thread",
+                            num(Some(us)),
+                            num(speedup)
+                        ));
+                    }
+                }
+                _ => {
+                    let e = format!(
+                        "{name}: failed ({}): {}",
+                        r.status,
+                        util::tail(&(r.stdout.clone() + &r.stderr), 5)
+                    );
+                    eprintln!("fault: FAILED: {e}");
+                    sec.failures.push(e);
+                }
+            }
+        }
+    }
+    sec.md.push_str(&format!(
+        "## Remote faults by several threads of one node\n\n`SVM_PREFETCH=0 svmrun -n 2 --fault B examples/pagefault {mib} \
+         --threads T`: rank 0 fills {mib} MiB homed on itself, rank 1 reads one word of every page with T threads at \
+         once, each its own contiguous part (read-ahead off: every page is a fault of its own). µs per page is the read \
+         pass divided by its pages; \"pages/s × 1 thread\" above 1 means the node serves its threads' faults \
+         concurrently. The TCP round trip is measured by the same run.\n\n"
     ));
     sec.md.push_str(&t.render());
     sec.md.push('\n');

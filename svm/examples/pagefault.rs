@@ -1,6 +1,9 @@
-//! `pagefault [MIB]`: the cost of a remote read fault. Rank 0 fills MIB MiB (default 32), homed
-//! on itself, with a known pattern; after a barrier every other rank reads one word of every page
-//! (so each page is fetched once) and checks it against the pattern. Each reading rank prints
+//! `pagefault [MIB] [--threads T]`: the cost of a remote read fault. Rank 0 fills MIB MiB
+//! (default 32), homed on itself, with a known pattern; after a barrier every other rank reads one
+//! word of every page (so each page is fetched once) and checks it against the pattern. With
+//! `--threads T` each reading rank reads with T threads at once, each its own contiguous part of
+//! the pages: the faults of one node's threads are outstanding together (the time per page shows
+//! whether the node serves them concurrently). Each reading rank prints
 //! `us_per_page=<µs per page of its read pass> pages=<n> mib=<m> tcp_rtt_us=<x> ratio_to_rtt=<r>`,
 //! where `tcp_rtt_us` is the median round trip of a 32-byte ping-pong over TCP loopback between
 //! two threads, measured in the same run as the baseline. With one node rank 0 reads its own
@@ -8,6 +11,7 @@
 //!
 //! ```text
 //! svmrun -n 2 target/release/examples/pagefault 32
+//! svmrun -n 2 target/release/examples/pagefault 32 --threads 2
 //! ```
 
 mod common;
@@ -16,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: pagefault [MIB]    (rank 0 writes MIB MiB, default 32; the other ranks fault them in)";
+    "usage: pagefault [MIB] [--threads T]    (rank 0 writes MIB MiB, default 32; the other ranks fault them in with T threads, default 1)";
 const DEFAULT_MIB: usize = 32;
 const PAGE: usize = 4096;
 const WORDS_PER_PAGE: usize = PAGE / std::mem::size_of::<u64>();
@@ -59,22 +63,43 @@ fn tcp_loopback_rtt_us(rounds: usize) -> Result<f64, BoxError> {
     Ok(samples[samples.len() / 2])
 }
 
-fn parse_args() -> Result<Option<usize>, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [h] if h == "-h" || h == "--help" => Ok(None),
-        [] => Ok(Some(DEFAULT_MIB)),
-        [m] => match m.parse::<usize>() {
-            Ok(mib) if (1..=1 << 20).contains(&mib) => Ok(Some(mib)),
-            _ => Err(format!(
-                "MIB must be an integer between 1 and 1048576, got {m:?}"
-            )),
-        },
-        _ => Err(format!(
-            "expected at most one argument (MIB), got {}",
-            args.len()
-        )),
+struct Args {
+    mib: usize,
+    threads: usize,
+}
+
+fn parse_args() -> Result<Option<Args>, String> {
+    let mut args = Args {
+        mib: DEFAULT_MIB,
+        threads: 1,
+    };
+    let mut mib_seen = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--threads" => {
+                let v = it.next().ok_or("--threads needs a value")?;
+                args.threads = match v.parse::<usize>() {
+                    Ok(t) if (1..=64).contains(&t) => t,
+                    _ => return Err(format!("--threads must be between 1 and 64, got {v:?}")),
+                };
+            }
+            m if !mib_seen && !m.starts_with('-') => {
+                mib_seen = true;
+                args.mib = match m.parse::<usize>() {
+                    Ok(mib) if (1..=1 << 20).contains(&mib) => mib,
+                    _ => {
+                        return Err(format!(
+                            "MIB must be an integer between 1 and 1048576, got {m:?}"
+                        ))
+                    }
+                };
+            }
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
     }
+    Ok(Some(args))
 }
 
 /// The value of word `w`: distinct per word, never zero (the memory starts zeroed).
@@ -83,7 +108,8 @@ fn pattern(w: usize) -> u64 {
 }
 
 /// `Ok(true)` if every word read matched.
-fn run(mib: usize) -> Result<bool, BoxError> {
+fn run(args: Args) -> Result<bool, BoxError> {
+    let Args { mib, threads } = args;
     let svm = svm::init()?;
     let me = svm::node_id();
     let nodes = svm::nodes();
@@ -108,23 +134,44 @@ fn run(mib: usize) -> Result<bool, BoxError> {
     let reader = if nodes == 1 { me == 0 } else { me != 0 };
     let mut ok = true;
     if reader {
-        let mut bad: Option<(usize, u64)> = None;
         let t0 = Instant::now();
-        for p in 0..pages {
-            // A different word of each page, so the pattern check covers more than offset 0.
-            let w = p * WORDS_PER_PAGE + p % WORDS_PER_PAGE;
-            let v = data.get(w);
-            if v != pattern(w) && bad.is_none() {
-                bad = Some((w, v));
+        // Each thread reads its own contiguous share of the pages and reports its first
+        // mismatch.
+        let share = pages.div_ceil(threads);
+        let data = &data;
+        let bad: Result<Option<(usize, u64)>, BoxError> = std::thread::scope(|s| {
+            let parts: Vec<_> = (0..threads)
+                .map(|t| {
+                    s.spawn(move || {
+                        let mut bad = None;
+                        for p in (t * share)..((t + 1) * share).min(pages) {
+                            // A different word of each page, so the pattern check covers
+                            // more than offset 0.
+                            let w = p * WORDS_PER_PAGE + p % WORDS_PER_PAGE;
+                            let v = data.get(w);
+                            if v != pattern(w) && bad.is_none() {
+                                bad = Some((w, v));
+                            }
+                        }
+                        bad
+                    })
+                })
+                .collect();
+            let mut first = None;
+            for h in parts {
+                let b = h.join().map_err(|_| "a reading thread panicked")?;
+                first = first.or(b);
             }
-        }
+            Ok(first)
+        });
+        let bad = bad?;
         let us = t0.elapsed().as_secs_f64() * 1e6;
         let per_page = us / pages as f64;
         // The baseline, measured in the same run on the same machine: a plain TCP loopback
         // round trip of a request-sized message between two threads of this process.
         let rtt = tcp_loopback_rtt_us(2000)?;
         println!(
-            "us_per_page={per_page:.3} pages={pages} mib={mib} tcp_rtt_us={rtt:.3} ratio_to_rtt={:.2}",
+            "us_per_page={per_page:.3} pages={pages} mib={mib} threads={threads} tcp_rtt_us={rtt:.3} ratio_to_rtt={:.2}",
             per_page / rtt
         );
         if let Some((w, v)) = bad {

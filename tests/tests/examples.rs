@@ -210,8 +210,17 @@ fn litmus_with_one_node_says_so_and_succeeds() {
 // ---------------------------------------------------------------------------------------------
 // pagefault
 
-fn pagefault(nodes: usize, fault: &str) {
-    let out = run_example(nodes, fault, "pagefault", &["4"], Duration::from_secs(90));
+/// `threads` reading threads per reading rank: their faults are outstanding together, each
+/// thread checks every word it reads against the pattern rank 0 wrote.
+fn pagefault(nodes: usize, fault: &str, threads: usize) {
+    let t = threads.to_string();
+    let out = run_example(
+        nodes,
+        fault,
+        "pagefault",
+        &["4", "--threads", &t],
+        Duration::from_secs(90),
+    );
     out.assert_success();
     let lines = out.stdout_lines_with(&["us_per_page="]);
     // Every rank but 0 reads (rank 0 itself with one node).
@@ -227,13 +236,16 @@ fn pagefault(nodes: usize, fault: &str) {
         assert!(us.is_finite() && us > 0.0, "{out}");
         assert_eq!(word_value(line, "pages"), Some("1024"), "{out}");
         assert_eq!(word_value(line, "mib"), Some("4"), "{out}");
+        assert_eq!(word_value(line, "threads"), Some(t.as_str()), "{out}");
     }
 }
 
 cases!(pagefault {
-    pagefault_2_nodes_uffd => (2, "uffd"),
-    pagefault_2_nodes_segv => (2, "segv"),
-    pagefault_1_node_uffd => (1, "uffd"),
+    pagefault_2_nodes_uffd => (2, "uffd", 1),
+    pagefault_2_nodes_segv => (2, "segv", 1),
+    pagefault_1_node_uffd => (1, "uffd", 1),
+    pagefault_3_nodes_3_threads_uffd => (3, "uffd", 3),
+    pagefault_3_nodes_3_threads_segv => (3, "segv", 3),
 });
 
 // ---------------------------------------------------------------------------------------------
