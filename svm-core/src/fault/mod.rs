@@ -9,6 +9,49 @@ use std::os::fd::RawFd;
 use crate::sys::SysError;
 use crate::Access;
 
+/// Recognises a sequential first-touch fill from the blank runs a backend makes writable
+/// (fault-around): a run that starts where an earlier one ended means a thread is walking the
+/// memory in order and will write every page of the new run too. Such runs are worth backing
+/// with real memory at once (one call for the run instead of one kernel fault per page when
+/// each page is first written; the userfaultfd backend does so, with `UFFDIO_COPY` — on the
+/// segv backend's memfd the page allocation itself, not the trap, is the cost, and
+/// `MADV_POPULATE_WRITE` measured no gain); any other run stays lazily allocated, so a program that
+/// touches a large allocation sparsely keeps its memory use to the pages it writes (plus at
+/// most one run ahead per walking thread).
+#[derive(Debug, Default)]
+pub struct SequentialFill {
+    /// End addresses of the most recent runs (one per walking thread, round robin).
+    ends: std::sync::Mutex<([usize; SequentialFill::TRACKED], usize)>,
+}
+
+impl SequentialFill {
+    /// Walks followed at once (threads of a node filling their own parts).
+    const TRACKED: usize = 8;
+
+    /// Notes the blank run `addr..addr + len`; true if it continues an earlier run: starts at
+    /// its end or one page (`page` bytes) after it — the faulting page itself has a waiter and
+    /// is raised on its own, just before the run around it.
+    pub fn continues(&self, addr: usize, len: usize, page: usize) -> bool {
+        // Only the engine thread calls this (never a signal handler): a mutex is fine.
+        let mut g = self
+            .ends
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (ends, next) = &mut *g;
+        let end = addr + len;
+        if let Some(e) = ends
+            .iter_mut()
+            .find(|e| **e != 0 && (**e == addr || **e + page == addr))
+        {
+            *e = end;
+            return true;
+        }
+        ends[*next] = end;
+        *next = (*next + 1) % Self::TRACKED;
+        false
+    }
+}
+
 /// How to wake the thread behind a fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaiterRef {
@@ -86,4 +129,50 @@ pub trait FaultBackend: Send + Sync {
     /// for segv, as whatever the memfd holds), so code that runs after the job — exit
     /// handlers, destructors writing the program's globals — never waits for a fault.
     fn shutdown(&self);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SequentialFill;
+
+    const P: usize = 4096;
+
+    #[test]
+    fn a_run_after_an_earlier_one_continues_it() {
+        let f = SequentialFill::default();
+        assert!(
+            !f.continues(0x10000, 7 * P, P),
+            "the first run continues nothing"
+        );
+        // Right at the end, or one page later (the faulting page raised on its own).
+        assert!(f.continues(0x10000 + 7 * P, 8 * P, P));
+        assert!(f.continues(0x10000 + 16 * P, 16 * P, P));
+    }
+
+    #[test]
+    fn sparse_and_backward_runs_do_not_continue() {
+        let f = SequentialFill::default();
+        assert!(!f.continues(0x100000, 7 * P, P));
+        assert!(
+            !f.continues(0x100000 + 9 * P, 7 * P, P),
+            "two pages past the end"
+        );
+        assert!(!f.continues(0x80000, 7 * P, P), "before the run");
+        assert!(
+            !f.continues(0x100000 + 256 * P, 7 * P, P),
+            "a strided touch"
+        );
+    }
+
+    #[test]
+    fn several_walks_are_followed_at_once() {
+        let f = SequentialFill::default();
+        let bases: Vec<usize> = (1..=4).map(|i| i * 0x1000_0000).collect();
+        for &b in &bases {
+            assert!(!f.continues(b, 8 * P, P));
+        }
+        for &b in &bases {
+            assert!(f.continues(b + 9 * P, 8 * P, P), "walk at {b:#x}");
+        }
+    }
 }

@@ -8,7 +8,7 @@
 
 use std::os::fd::RawFd;
 
-use super::{Fault, FaultBackend, WaiterRef};
+use super::{Fault, FaultBackend, SequentialFill, WaiterRef};
 use crate::sys::segv::now_ns;
 use crate::sys::uffd::{Uffd, UffdFault};
 use crate::sys::{SysError, Window};
@@ -18,8 +18,14 @@ pub struct UffdBackend {
     window: Window,
     uffd: Uffd,
     page_size: usize,
+    /// Zeros to copy from: one page, or a whole chunk of a sequential fill.
     zero: Vec<u8>,
+    fill: SequentialFill,
 }
+
+/// Largest run of zeros one `UFFDIO_COPY` of a sequential fill copies (and the size of the
+/// zero buffer it copies from).
+const FILL_CHUNK: usize = 256 << 10;
 
 impl UffdBackend {
     pub fn new(window: Window, page_size: usize) -> Result<UffdBackend, SysError> {
@@ -31,7 +37,8 @@ impl UffdBackend {
             window,
             uffd,
             page_size,
-            zero: vec![0u8; page_size],
+            zero: vec![0u8; page_size.max(FILL_CHUNK)],
+            fill: SequentialFill::default(),
         })
     }
 }
@@ -86,7 +93,17 @@ impl FaultBackend for UffdBackend {
             }
             Access::Write => {
                 if !present {
-                    self.copy_pages(addr, len, initial, false)?;
+                    if initial.is_none()
+                        && len > self.page_size
+                        && self.fill.continues(addr, len, self.page_size)
+                    {
+                        // A sequential first-touch fill: real zeroed pages now, so the thread's
+                        // writes do not each take the kernel's copy-on-write fault of a
+                        // zero-page mapping.
+                        self.copy_zeros(addr, len)?;
+                    } else {
+                        self.copy_pages(addr, len, initial, false)?;
+                    }
                 } else if old != Access::Write {
                     self.uffd.write_protect(addr, len, false)?;
                 }
@@ -171,6 +188,27 @@ impl FaultBackend for UffdBackend {
 }
 
 impl UffdBackend {
+    /// Fills the missing pages of `addr..addr + len` with zeroed, writable memory (page by
+    /// page where a racing install filled some already).
+    fn copy_zeros(&self, addr: usize, len: usize) -> Result<(), SysError> {
+        let mut off = 0;
+        while off < len {
+            let n = (len - off).min(self.zero.len());
+            if !self.uffd.copy(addr + off, &self.zero[..n], false)? {
+                for p in (off..off + n).step_by(self.page_size) {
+                    if !self
+                        .uffd
+                        .copy(addr + p, &self.zero[..self.page_size], false)?
+                    {
+                        self.uffd.write_protect(addr + p, self.page_size, false)?;
+                    }
+                }
+            }
+            off += n;
+        }
+        Ok(())
+    }
+
     /// Fills missing pages with `data` (or zeros), page by OS page so a page another racing
     /// install already filled is simply skipped.
     fn copy_pages(
@@ -180,13 +218,13 @@ impl UffdBackend {
         data: Option<&[u8]>,
         read_only: bool,
     ) -> Result<(), SysError> {
-        if data.is_none() && len > self.zero.len() {
+        if data.is_none() && len > self.page_size {
             // A run of blank pages (fault-around): zero-page mappings, one call; memory is
             // used only for the pages the application then writes.
             if !self.uffd.zeropage(addr, len)? {
                 // Some page was present already: page by page, skipping those.
-                for off in (0..len).step_by(self.zero.len()) {
-                    self.uffd.zeropage(addr + off, self.zero.len())?;
+                for off in (0..len).step_by(self.page_size) {
+                    self.uffd.zeropage(addr + off, self.page_size)?;
                 }
             }
             if read_only {
@@ -194,7 +232,7 @@ impl UffdBackend {
             }
             return Ok(());
         }
-        let src = data.unwrap_or(&self.zero[..len.min(self.zero.len())]);
+        let src = data.unwrap_or(&self.zero[..len.min(self.page_size)]);
         if src.len() == len {
             if !self.uffd.copy(addr, src, read_only)? {
                 // Already present (a racing fault populated it): make the protection right.
@@ -202,8 +240,8 @@ impl UffdBackend {
             }
             return Ok(());
         }
-        for off in (0..len).step_by(self.zero.len()) {
-            let chunk = &src[off.min(src.len())..(off + self.zero.len()).min(src.len())];
+        for off in (0..len).step_by(self.page_size) {
+            let chunk = &src[off.min(src.len())..(off + self.page_size).min(src.len())];
             if !self.uffd.copy(addr + off, chunk, read_only)? {
                 self.uffd
                     .write_protect(addr + off, chunk.len(), read_only)?;
