@@ -1479,6 +1479,7 @@ impl Node {
             c.invalidations += ps.invalidations;
             c.notices_sent += ps.notices_sent;
             c.notice_invalidations += ps.notice_invalidations;
+            c.pages_read_ahead += ps.pages_read_ahead;
         }
         Stats::from_counters(
             &c,

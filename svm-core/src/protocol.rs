@@ -133,6 +133,12 @@ pub struct ProtocolStats {
     /// Invalidations of this node's copies caused by write notices received at an acquire or
     /// a barrier departure (included in `invalidations`).
     pub notice_invalidations: u64,
+    /// Pages this node requested unasked behind a sequential scan (read-ahead of its own
+    /// fetches, home-based protocols).
+    pub pages_read_ahead: u64,
+    /// Home pages made writable unasked behind a sequential run of write faults (home-based
+    /// write-ahead).
+    pub pages_written_ahead: u64,
 }
 
 /// A page coherence protocol (one instance per node per protocol in use).

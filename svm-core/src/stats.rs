@@ -128,6 +128,8 @@ pub struct Counters {
     pub diff_bytes_applied: u64,
     pub notices_sent: u64,
     pub notice_invalidations: u64,
+    /// Pages requested unasked behind a sequential scan (home-based read-ahead).
+    pub pages_read_ahead: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
     pub fault_detect_ns: Histogram,
     /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
@@ -165,6 +167,9 @@ pub struct Stats {
     pub diff_bytes_applied: u64,
     pub notices_sent: u64,
     pub notice_invalidations: u64,
+    /// Pages this node requested unasked behind a sequential scan (home-based protocols'
+    /// read-ahead; sc-sw's read-ahead is the home's and shows in `pages_fetched` only).
+    pub pages_read_ahead: u64,
 }
 
 impl Stats {
@@ -202,6 +207,7 @@ impl Stats {
             diff_bytes_applied: c.diff_bytes_applied,
             notices_sent: c.notices_sent,
             notice_invalidations: c.notice_invalidations,
+            pages_read_ahead: c.pages_read_ahead,
         }
     }
 
@@ -235,12 +241,13 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
             self.invalidations,
-            self.pages_faulted_around
+            self.pages_faulted_around,
+            self.pages_read_ahead
         )?;
         writeln!(
             f,

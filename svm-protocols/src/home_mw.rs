@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg, ProtocolStats};
 
 use crate::sc_single_writer::NodeSet;
+use crate::scan_ahead::ScanAhead;
 
 /// When stale copies are invalidated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +112,10 @@ pub(crate) struct HomeMw {
     served: HashSet<PageId>,
     /// Fault-around (off by default): see `ProtocolOptions::fault_around`.
     pub(crate) fault_around: svm_core::protocol::FaultAround,
+    /// Read-ahead of this node's fetches (off by default): see [`ScanAhead`].
+    pub(crate) fetch_ahead: ScanAhead,
+    /// Write-ahead on this node's own write-tracked pages (off by default): see [`ScanAhead`].
+    pub(crate) write_ahead: ScanAhead,
     // ---- scope ----
     /// Pages written since the last release that left no critical section open here.
     since_release: BTreeSet<PageId>,
@@ -137,6 +142,8 @@ impl HomeMw {
             next_home_flush: 1,
             served: HashSet::new(),
             fault_around: Default::default(),
+            fetch_ahead: ScanAhead::default(),
+            write_ahead: ScanAhead::default(),
             since_release: BTreeSet::new(),
             since_barrier: BTreeSet::new(),
             open: 0,
@@ -184,6 +191,51 @@ impl HomeMw {
         });
     }
 
+    /// A write fault on home page `page`: the following read-only (write-tracked) home pages
+    /// of its region become writable and written too when the faults walk them in order.
+    fn write_ahead_home(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        let window = self.write_ahead.window_for(page);
+        let me = ctx.me();
+        let mut next = page + 1;
+        for q in page + 1..=page + window as PageId {
+            let tracked = self
+                .pages
+                .get(&q)
+                .is_some_and(|np| np.access == Access::Read);
+            if ctx.home(q) != me || !ctx.same_region(page, q) || !tracked {
+                break;
+            }
+            self.dirty_home.insert(q);
+            self.note_write(q);
+            self.set_access(q, Access::Write, out);
+            self.stats.pages_written_ahead += 1;
+            next = q + 1;
+        }
+        self.write_ahead.next = Some(next);
+    }
+
+    /// A fault fetches `page`: the fetch, plus the read-ahead of the pages after it (same
+    /// home, same region, no copy here, no fetch outstanding) when the faults scan in order.
+    fn fetch_for_fault(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        self.fetch(ctx, page, out);
+        let window = self.fetch_ahead.window_for(page);
+        let home = ctx.home(page);
+        let mut next = page + 1;
+        for q in page + 1..=page + window as PageId {
+            let idle = self
+                .pages
+                .get(&q)
+                .is_none_or(|np| np.access == Access::None && !np.fetching);
+            if ctx.home(q) != home || !ctx.same_region(page, q) || !idle {
+                break;
+            }
+            self.fetch(ctx, q, out);
+            self.stats.pages_read_ahead += 1;
+            next = q + 1;
+        }
+        self.fetch_ahead.next = Some(next);
+    }
+
     // ---------------------------------------------------------------- faults
 
     pub(crate) fn on_fault(
@@ -223,6 +275,9 @@ impl HomeMw {
                 self.note_write(page);
             }
             self.set_access(page, access, out);
+            if access == Access::Write {
+                self.write_ahead_home(ctx, page, out);
+            }
             return;
         }
         match access {
@@ -230,12 +285,12 @@ impl HomeMw {
             Access::Write => {
                 np.want_write = true;
                 if !np.fetching {
-                    self.fetch(ctx, page, out);
+                    self.fetch_for_fault(ctx, page, out);
                 }
             }
             _ => {
                 if !np.fetching {
-                    self.fetch(ctx, page, out);
+                    self.fetch_for_fault(ctx, page, out);
                 }
             }
         }
@@ -768,6 +823,15 @@ macro_rules! home_mw_protocol {
                 self.0.fault_around = ::svm_core::protocol::FaultAround::new(pages);
                 self
             }
+
+            /// With read-ahead of this node's fetches and write-ahead on its own pages, up to
+            /// `pages` pages behind a sequential run of faults (`SVM_PREFETCH`; see
+            /// `home_mw::ScanAhead`).
+            pub fn with_prefetch(mut self, pages: usize) -> Self {
+                self.0.fetch_ahead = $crate::scan_ahead::ScanAhead::new(pages);
+                self.0.write_ahead = $crate::scan_ahead::ScanAhead::new(pages);
+                self
+            }
         }
 
         impl Default for $ty {
@@ -844,6 +908,8 @@ macro_rules! home_mw_protocol {
                 }
                 fn configure(&mut self, opts: &::svm_core::protocol::ProtocolOptions) {
                     self.0.fault_around = ::svm_core::protocol::FaultAround::new(opts.fault_around);
+                    self.0.fetch_ahead = $crate::scan_ahead::ScanAhead::new(opts.read_ahead);
+                    self.0.write_ahead = $crate::scan_ahead::ScanAhead::new(opts.read_ahead);
                 }
                 fn describe(&self, page: PageId) -> String {
                     self.0.describe($name, page)
@@ -854,3 +920,7 @@ macro_rules! home_mw_protocol {
 }
 
 pub(crate) use home_mw_protocol;
+
+#[cfg(test)]
+#[path = "home_mw_tests.rs"]
+mod tests;

@@ -4,6 +4,7 @@
 mod home_mw;
 pub mod sc_multi_writer;
 pub mod sc_single_writer;
+mod scan_ahead;
 pub mod scope;
 pub mod sim;
 

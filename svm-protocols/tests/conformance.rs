@@ -1298,3 +1298,36 @@ conformance_suite!(
         discard: Discard::Always,
     }
 );
+
+fn sc_mw_read_ahead(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::ScMultiWriter::new().with_prefetch(3))
+}
+
+fn scope_read_ahead(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::Scope::new().with_prefetch(3))
+}
+
+// With `SVM_PREFETCH` on the home-based protocols: a node's fetching faults in order request
+// the following pages too (several requests outstanding), and a home's write faults in order
+// on its write-tracked pages make the following ones writable and written.
+conformance_suite!(
+    sc_mw_read_ahead,
+    Subject {
+        name: "sc-mw",
+        factory: sc_mw_read_ahead,
+        sc_for_racy: false,
+        single_writer: false,
+        discard: Discard::Always,
+    }
+);
+
+conformance_suite!(
+    scope_read_ahead,
+    Subject {
+        name: "scope",
+        factory: scope_read_ahead,
+        sc_for_racy: false,
+        single_writer: false,
+        discard: Discard::Always,
+    }
+);

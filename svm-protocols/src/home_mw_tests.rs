@@ -1,0 +1,165 @@
+//! Unit tests of the home-based machinery: read-ahead of a node's fetches and write-ahead on a
+//! home's own pages (`SVM_PREFETCH`), driven without a cluster.
+
+use super::*;
+use svm_core::protocol::StaticContext;
+
+/// Pages below 100 are homed on node 1, the others on node 2.
+fn ctx(me: NodeId) -> StaticContext<impl Fn(PageId) -> NodeId> {
+    StaticContext {
+        me,
+        nodes: 3,
+        homes: |p| if p < 100 { 1 } else { 2 },
+    }
+}
+
+fn with_prefetch(mode: Mode, pages: usize) -> HomeMw {
+    let mut p = HomeMw::new(mode);
+    p.fetch_ahead = ScanAhead::new(pages);
+    p.write_ahead = ScanAhead::new(pages);
+    p
+}
+
+fn fault(p: &mut HomeMw, me: NodeId, page: PageId, a: Access) -> Vec<Action> {
+    let mut out = Vec::new();
+    p.on_fault(&ctx(me), page, a, &mut out);
+    out
+}
+
+fn msg(p: &mut HomeMw, me: NodeId, from: NodeId, m: ProtoMsg) -> Vec<Action> {
+    let mut out = Vec::new();
+    p.on_message(&ctx(me), from, &m, 0, &mut out);
+    out
+}
+
+/// The pages of the `ReadReq`s in `out`, in order.
+fn requested(out: &[Action]) -> Vec<PageId> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                msg: ProtoMsg::ReadReq { page },
+                ..
+            } => Some(*page),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The pages `out` makes writable, in order.
+fn made_writable(out: &[Action]) -> Vec<PageId> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::SetAccess {
+                page,
+                access: Access::Write,
+            } => Some(*page),
+            _ => None,
+        })
+        .collect()
+}
+
+fn grant(p: &mut HomeMw, me: NodeId, from: NodeId, page: PageId) {
+    let g = ProtoMsg::Grant {
+        page,
+        access: Access::Read,
+        with_data: true,
+    };
+    msg(p, me, from, g);
+}
+
+#[test]
+fn fetching_faults_in_order_request_the_following_pages_too() {
+    let mut p = with_prefetch(Mode::Notices, 8);
+    assert_eq!(requested(&fault(&mut p, 0, 10, Access::Read)), [10]);
+    grant(&mut p, 0, 1, 10);
+    assert_eq!(requested(&fault(&mut p, 0, 11, Access::Read)), [11, 12, 13]);
+    for q in 11..14 {
+        grant(&mut p, 0, 1, q);
+    }
+    // The program went through 12 and 13: the window doubles.
+    assert_eq!(
+        requested(&fault(&mut p, 0, 14, Access::Read)),
+        [14, 15, 16, 17, 18]
+    );
+    assert_eq!(p.stats.pages_read_ahead, 6);
+}
+
+#[test]
+fn a_fault_out_of_order_reads_nothing_ahead() {
+    let mut p = with_prefetch(Mode::Eager, 8);
+    fault(&mut p, 0, 10, Access::Read);
+    grant(&mut p, 0, 1, 10);
+    fault(&mut p, 0, 11, Access::Read);
+    assert_eq!(requested(&fault(&mut p, 0, 40, Access::Read)), [40]);
+    assert_eq!(requested(&fault(&mut p, 0, 20, Access::Write)), [20]);
+}
+
+#[test]
+fn read_ahead_stops_at_pages_held_or_fetched_and_at_another_home() {
+    let mut p = with_prefetch(Mode::Notices, 8);
+    // Page 13 is held already: the run ahead of 11 stops before it.
+    fault(&mut p, 0, 13, Access::Read);
+    grant(&mut p, 0, 1, 13);
+    fault(&mut p, 0, 10, Access::Read);
+    grant(&mut p, 0, 1, 10);
+    assert_eq!(requested(&fault(&mut p, 0, 11, Access::Read)), [11, 12]);
+    // Pages 98, 99 are node 1's, 100 is node 2's.
+    fault(&mut p, 0, 97, Access::Read);
+    grant(&mut p, 0, 1, 97);
+    assert_eq!(requested(&fault(&mut p, 0, 98, Access::Read)), [98, 99]);
+    // Off: never.
+    let mut off = with_prefetch(Mode::Notices, 0);
+    fault(&mut off, 0, 10, Access::Read);
+    grant(&mut off, 0, 1, 10);
+    assert_eq!(requested(&fault(&mut off, 0, 11, Access::Read)), [11]);
+}
+
+/// Node 1, home of pages 10..30, writes them, node 0 fetches them (so the home's writes are
+/// tracked from then on), and a release lowers them to read-only.
+fn home_with_served_pages(mode: Mode) -> HomeMw {
+    let mut p = with_prefetch(mode, 8);
+    for q in 10..30 {
+        fault(&mut p, 1, q, Access::Write);
+        msg(&mut p, 1, 0, ProtoMsg::ReadReq { page: q });
+        assert_eq!(
+            p.pages[&q].access,
+            Access::Read,
+            "page {q} lowered when served"
+        );
+    }
+    // As after a release: nothing written since.
+    p.dirty_home.clear();
+    p.since_release.clear();
+    p.since_barrier.clear();
+    p.write_ahead = ScanAhead::new(8);
+    p
+}
+
+#[test]
+fn a_homes_write_faults_in_order_make_the_following_tracked_pages_writable_and_written() {
+    for mode in [Mode::Eager, Mode::Notices] {
+        let mut p = home_with_served_pages(mode);
+        assert_eq!(made_writable(&fault(&mut p, 1, 10, Access::Write)), [10]);
+        assert_eq!(
+            made_writable(&fault(&mut p, 1, 11, Access::Write)),
+            [11, 12, 13]
+        );
+        assert_eq!(
+            made_writable(&fault(&mut p, 1, 14, Access::Write)),
+            [14, 15, 16, 17, 18]
+        );
+        for q in 10..19 {
+            assert!(
+                p.dirty_home.contains(&q),
+                "{mode:?}: page {q} counted as written"
+            );
+            if mode == Mode::Notices {
+                assert!(p.since_release.contains(&q), "page {q} in the next notices");
+            }
+        }
+        assert!(!p.dirty_home.contains(&19));
+        assert_eq!(p.stats.pages_written_ahead, 6);
+        // Out of order: only the faulting page.
+        assert_eq!(made_writable(&fault(&mut p, 1, 25, Access::Write)), [25]);
+    }
+}
