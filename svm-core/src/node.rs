@@ -1480,6 +1480,7 @@ impl Node {
             c.notices_sent += ps.notices_sent;
             c.notice_invalidations += ps.notice_invalidations;
             c.pages_read_ahead += ps.pages_read_ahead;
+            c.pages_written_ahead += ps.pages_written_ahead;
         }
         Stats::from_counters(
             &c,

@@ -130,6 +130,8 @@ pub struct Counters {
     pub notice_invalidations: u64,
     /// Pages requested unasked behind a sequential scan (home-based read-ahead).
     pub pages_read_ahead: u64,
+    /// Home pages made writable unasked behind sequential write faults (write-ahead).
+    pub pages_written_ahead: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
     pub fault_detect_ns: Histogram,
     /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
@@ -170,6 +172,9 @@ pub struct Stats {
     /// Pages this node requested unasked behind a sequential scan (home-based protocols'
     /// read-ahead; sc-sw's read-ahead is the home's and shows in `pages_fetched` only).
     pub pages_read_ahead: u64,
+    /// Home pages this node made writable unasked behind sequential write faults (home-based
+    /// protocols' write-ahead).
+    pub pages_written_ahead: u64,
 }
 
 impl Stats {
@@ -208,6 +213,7 @@ impl Stats {
             notices_sent: c.notices_sent,
             notice_invalidations: c.notice_invalidations,
             pages_read_ahead: c.pages_read_ahead,
+            pages_written_ahead: c.pages_written_ahead,
         }
     }
 
@@ -241,13 +247,14 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
             self.invalidations,
             self.pages_faulted_around,
-            self.pages_read_ahead
+            self.pages_read_ahead,
+            self.pages_written_ahead
         )?;
         writeln!(
             f,
