@@ -358,13 +358,15 @@ pub fn run(o: &Opts) -> Result<bool, String> {
                 match seq_ref.as_ref().filter(|x| x.ok) {
                     None => notes.push("svm: no verified sequential pthread run".into()),
                     Some(seq) => {
-                        let bound = if rp.ok {
+                        let pthread_worst = if rp.ok {
                             pixel_diffs(&rp, seq)
                                 .and_then(|d| d.into_iter().max())
                                 .unwrap_or(0)
                         } else {
                             0
                         };
+                        let pixels = seq.images.first().map_or(0, |x| x.1.len());
+                        let bound = racy_bound(pthread_worst, pixels, p);
                         match compare_racy_images(&rs, seq, bound) {
                             Ok(n) => remark = n,
                             Err(e) => notes.push(format!("svm: {e}")),

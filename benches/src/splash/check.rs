@@ -134,11 +134,24 @@ pub(super) fn pixel_diffs(a: &RunOut, b: &RunOut) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// How many pixels of a volrend frame may differ from the sequential image at `p` processes:
+/// none at p = 1; at p > 1 as many as the pthread build's worst frame in this run, but at least
+/// a tenth of the frame, because the race's reach changes from run to run — the pthread build
+/// alone, at p = 2 on this machine, differed in 0 of 8281 pixels in one run and 571 (6.9 %) in
+/// the next, and svm in 571 and 586.
+pub(super) fn racy_bound(pthread_worst: usize, pixels: usize, p: usize) -> usize {
+    if p <= 1 {
+        pthread_worst
+    } else {
+        pthread_worst.max(pixels / 10)
+    }
+}
+
 /// volrend: the svm images against the sequential ones. volrend races (adaptive ray tracing
 /// reads image corners that another process may not have traced yet; its pthread build differs
 /// from the sequential image in every frame at p > 1, from run to run), so an svm image may
-/// differ from the sequential one in at most as many pixels as the pthread build's image at the
-/// same p does in its worst frame (`bound`; 0 at p = 1). Ok(note) says what differed.
+/// differ from the sequential one in at most `bound` pixels ([`racy_bound`]: 0 at p = 1).
+/// Ok(note) says what differed.
 pub(super) fn compare_racy_images(
     r: &RunOut,
     seq: &RunOut,
@@ -159,13 +172,14 @@ pub(super) fn compare_racy_images(
     } else if worst <= bound {
         Ok(Some(format!(
             "{frames} of {} frames differ from the sequential image in up to {worst} of {pixels} \
-             pixels (the pthread build at this p: up to {bound}; the program races)",
+             pixels (allowed: {bound}, from the pthread build at this p; the program races)",
             d.len()
         )))
     } else {
         Err(format!(
             "{frames} of {} frames differ from the sequential image in up to {worst} of {pixels} \
-             pixels, more than the pthread build at this p ({bound})",
+             pixels, more than allowed ({bound}: the pthread build's worst frame at this p, at \
+             least a tenth of the frame)",
             d.len()
         ))
     }
