@@ -266,8 +266,13 @@ pub extern "C" fn cvm_unlock(id: c_int) {
 pub extern "C" fn cvm_barrier(_id: c_int) {
     guard("cvm_barrier", || {
         let (c, p) = (cvm(), procs());
-        let count = p.nodes * c.threads_per_proc.load(Ordering::Acquire);
-        or_fail(Barrier::new(CVM_BARRIER, count as u32).wait());
+        let threads = c.threads_per_proc.load(Ordering::Acquire);
+        if threads == 1 {
+            // One application thread per process (= node): no manager (dissemination).
+            or_fail(api::barrier_nodes(CVM_BARRIER));
+        } else {
+            or_fail(Barrier::new(CVM_BARRIER, (p.nodes * threads) as u32).wait());
+        }
     })
 }
 

@@ -68,6 +68,8 @@ pub enum SvmError {
     },
     #[error("svm: node {node}: {} called with a participant count of 0", BarrierName(*barrier))]
     ZeroCount { node: NodeId, barrier: u64 },
+    #[error("svm: node {node}: {} called by a second thread of this node while the first waits in it; it takes exactly one calling thread per node (for several threads of a node use svm::Barrier::new(id, count))", BarrierName(*barrier))]
+    BarrierBusy { node: NodeId, barrier: u64 },
     #[error("svm: node {node}: there is no node {to} in a job of {nodes} nodes")]
     BadNode {
         node: NodeId,
@@ -798,8 +800,32 @@ impl Barrier {
     }
 }
 
+/// Barrier `id` of every node of the job with exactly one calling thread on each node — what a
+/// personality knows of its barriers when each of its processes is a node. It needs no
+/// manager: a dissemination barrier of ⌈log2 N⌉ rounds (`docs/sync.md`). Every node must use
+/// this form for `id` (never [`Barrier`] with the same id); a second thread of a node arriving
+/// while the first waits gets [`SvmError::BarrierBusy`].
+pub fn barrier_nodes(id: u64) -> Result<()> {
+    let n = node()?;
+    check_id(n, "barrier", id)?;
+    barrier_result(n, id, n.barrier_all_nodes(id))
+}
+
 fn barrier_raw(n: &Node, id: u64, count: u32) -> Result<()> {
-    match n.barrier(id, count) {
+    barrier_result(n, id, n.barrier(id, count))
+}
+
+/// The global barrier: every node, one thread each, no manager (`Node::barrier_all_nodes`).
+fn global_barrier(n: &Node) -> Result<()> {
+    barrier_result(n, GLOBAL_BARRIER, n.barrier_all_nodes(GLOBAL_BARRIER))
+}
+
+fn barrier_result(n: &Node, id: u64, r: WaitResult) -> Result<()> {
+    match r {
+        WaitResult::BarrierBusy => Err(SvmError::BarrierBusy {
+            node: n.me,
+            barrier: id,
+        }),
         WaitResult::BarrierMismatch { expected, got } => Err(SvmError::BarrierMismatch {
             node: n.me,
             barrier: id,
@@ -896,7 +922,7 @@ pub fn free_collective(addr: usize) -> Result<()> {
         addr,
         why,
     };
-    barrier_raw(n, GLOBAL_BARRIER, n.nodes as u32)?;
+    global_barrier(n)?;
     // Every node has stopped using the region; messages about it sent before the barrier may
     // still be on their way. One message on every link pushes them through (links are FIFO).
     let me = n.me as usize;
@@ -920,7 +946,7 @@ pub fn free_collective(addr: usize) -> Result<()> {
         .free_collective(addr)
         .map_err(|err| SvmError::Space { node: n.me, err })?;
     // No node reuses the range before every node has forgotten it.
-    barrier_raw(n, GLOBAL_BARRIER, n.nodes as u32)
+    global_barrier(n)
 }
 
 /// Ends the whole job: every node exits with `code` (this one too). For personalities whose
@@ -943,5 +969,5 @@ pub fn free_local_addr(addr: usize) -> Result<()> {
 /// Barrier of all nodes (one calling thread per node).
 pub fn barrier() -> Result<()> {
     let n = node()?;
-    barrier_raw(n, GLOBAL_BARRIER, n.nodes as u32)
+    global_barrier(n)
 }

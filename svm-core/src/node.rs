@@ -32,7 +32,7 @@ use crate::space::Space;
 use crate::stats::{Counters, Stats};
 use crate::sync::fast::FastLock;
 use crate::sync::sem::SemState;
-use crate::sync::{SyncEvent, SyncState, Waiter};
+use crate::sync::{SyncError, SyncEvent, SyncState, Waiter};
 use crate::sys::segv::now_ns;
 use crate::sys::{futex, EventFd, Poller};
 use crate::{Access, NodeId, PageId};
@@ -45,6 +45,13 @@ const SEND_LOST_GRACE: Duration = Duration::from_millis(500);
 
 /// Id of the barrier of all nodes (`svm::barrier()`); ids from 2^63 up are the runtime's.
 pub const GLOBAL_BARRIER: u64 = u64::MAX;
+
+/// Largest job whose all-nodes barriers use dissemination ([`Node::barrier_all_nodes`]).
+/// Measured with `svm-bench sync` on a 2-core host (µs per barrier, TCP / DECK-SCI, central →
+/// dissemination): 2 nodes 31 → 17 / 17 → 12; 4 nodes 86 → 94–140 / 82 → 76–87; 8 nodes
+/// 198 → 236–332 / 120 → 168–235. With more nodes than cores each round waits for its
+/// partner's engine to be scheduled, so ⌈log2 N⌉ rounds lose to the manager's two delays.
+pub const DISSEMINATION_MAX_NODES: usize = 2;
 const TOKEN_FAULTS: u64 = u64::MAX;
 const TOKEN_WAKE: u64 = u64::MAX - 1;
 /// Set by [`Node::probe_fault_detection`] just before it touches a page: the next fault's
@@ -66,8 +73,13 @@ pub enum WaitResult {
     Released,
     BarrierDone,
     NotHolder,
-    BarrierMismatch { expected: u32, got: u32 },
+    BarrierMismatch {
+        expected: u32,
+        got: u32,
+    },
     ZeroCount,
+    /// A second thread of a node arrived at an all-nodes barrier while the first waits.
+    BarrierBusy,
     Finished,
 }
 
@@ -102,7 +114,8 @@ enum ReleaseCont {
     },
     Barrier {
         barrier: u64,
-        count: u32,
+        /// Participants in total; None: every node, one thread each (dissemination).
+        count: Option<u32>,
         waiter: Waiter,
     },
 }
@@ -1155,11 +1168,19 @@ impl Node {
                 count,
                 waiter,
             } => {
-                match st
-                    .sync
-                    .barrier_arrive(barrier, count, waiter, notices, &mut evs)
-                {
+                let arrived = match count {
+                    Some(count) => st
+                        .sync
+                        .barrier_arrive(barrier, count, waiter, notices, &mut evs),
+                    None => st
+                        .sync
+                        .barrier_all_arrive(barrier, waiter, notices, &mut evs),
+                };
+                match arrived {
                     Ok(()) => self.run_sync_events(st, evs),
+                    Err(SyncError::BarrierBusy { .. }) => {
+                        self.complete(st, waiter, WaitResult::BarrierBusy)
+                    }
                     Err(_) => self.complete(st, waiter, WaitResult::ZeroCount),
                 }
             }
@@ -1391,10 +1412,31 @@ impl Node {
 
     /// Waits at barrier `id` until `count` threads (over all nodes) have arrived.
     pub fn barrier(&self, id: u64, count: u32) -> WaitResult {
+        self.barrier_of(id, Some(count))
+    }
+
+    /// Barrier `id` of every node of the job, exactly one thread of each (the global barrier,
+    /// and personalities' barriers known to have one participant per node). Every node must
+    /// call this form for `id`, never [`Node::barrier`].
+    ///
+    /// Up to [`DISSEMINATION_MAX_NODES`] nodes it is a dissemination barrier without a manager
+    /// (`sync/dissemination.rs`: at 2 nodes each node sends one message and leaves when the
+    /// other's arrives — one message delay instead of the manager's two); beyond, the counting
+    /// barrier with its manager. The choice depends on the job's node count only, so every
+    /// node makes the same one.
+    pub fn barrier_all_nodes(&self, id: u64) -> WaitResult {
+        if self.nodes as usize <= DISSEMINATION_MAX_NODES {
+            self.barrier_of(id, None)
+        } else {
+            self.barrier_of(id, Some(self.nodes as u32))
+        }
+    }
+
+    fn barrier_of(&self, id: u64, count: Option<u32>) -> WaitResult {
         let t0 = Instant::now();
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
         let r = self.wait_op(Blocked::Barrier(id), |n, st, w| {
-            if count == 0 {
+            if count == Some(0) {
                 n.complete(st, w, WaitResult::ZeroCount);
                 return;
             }

@@ -167,6 +167,9 @@ pub enum Op {
     Unlock(u64),
     /// Wait until `count` threads in total arrived at barrier `id`.
     Barrier { id: u64, count: u32 },
+    /// Barrier `id` of every node, one thread each (`SyncState::barrier_all_arrive`: the
+    /// dissemination barrier the engine uses for the global barrier).
+    BarrierAll(u64),
     /// Re-load `addr` until it equals `value`; more than `max_loads` loads is an error.
     SpinUntilEq {
         addr: u64,
@@ -294,7 +297,8 @@ enum Pending {
     Arrive {
         tid: ThreadId,
         barrier: u64,
-        count: u32,
+        /// None: an all-nodes barrier.
+        count: Option<u32>,
     },
     Acquire {
         tids: Vec<ThreadId>,
@@ -829,7 +833,15 @@ impl Cluster {
                 Pending::Arrive {
                     tid,
                     barrier: id,
-                    count,
+                    count: Some(count),
+                },
+            )?,
+            Op::BarrierAll(id) => self.start_release(
+                tid,
+                Pending::Arrive {
+                    tid,
+                    barrier: id,
+                    count: None,
                 },
             )?,
         }
@@ -1018,10 +1030,12 @@ impl Cluster {
                             self.advance(tid);
                         }
                         Some(Pending::Arrive { tid, barrier, count }) => {
-                            self.nodes[node as usize]
-                                .sync
-                                .barrier_arrive(barrier, count, tid as u64, notices, &mut ev)
-                                .map_err(sync)?;
+                            let sync_state = &mut self.nodes[node as usize].sync;
+                            match count {
+                                Some(count) => sync_state.barrier_arrive(barrier, count, tid as u64, notices, &mut ev),
+                                None => sync_state.barrier_all_arrive(barrier, tid as u64, notices, &mut ev),
+                            }
+                            .map_err(sync)?;
                             self.threads[tid].state = ThreadState::Barrier(barrier);
                         }
                         other => {
@@ -1126,7 +1140,11 @@ impl Cluster {
                     let all = self.threads.len();
                     let global = tids.first().is_some_and(|&t| {
                         let t = &self.threads[t];
-                        matches!(t.prog[t.pc], Op::Barrier { count, .. } if count as usize == all)
+                        match t.prog[t.pc] {
+                            Op::Barrier { count, .. } => count as usize == all,
+                            Op::BarrierAll(_) => self.nodes.len() == all,
+                            _ => false,
+                        }
                     });
                     if global {
                         self.nodes[node as usize].sync.clear_lock_notices();

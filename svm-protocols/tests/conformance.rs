@@ -348,6 +348,53 @@ pub fn barrier_phases(s: &Subject) {
     }
 }
 
+/// Barrier phases through the all-nodes (dissemination) barrier, as the engine runs the
+/// global barrier: one thread per node, 2 to 5 nodes (odd counts: rounds wrap around), every
+/// thread writes its slot, barrier, reads every slot, barrier; the same two barrier ids are
+/// used again in every phase, so a node that left an episode early sends the next one's round
+/// messages while others are still in the last.
+pub fn all_nodes_barrier_phases(s: &Subject) {
+    const PHASES: u64 = 4;
+    for seed in 0..seeds() {
+        let nodes = 2 + (seed % 4) as NodeId;
+        let total = nodes as usize;
+        // Slots on two pages: several nodes write the same page (false sharing).
+        let slot = |j: usize| addr(1 + (j % 2) as u64, j / 2);
+        let value = |p: u64, j: usize| p * 100 + j as u64 + 1;
+        let mut c = cluster(s, nodes, seed);
+        let threads: Vec<ThreadId> = (0..total)
+            .map(|j| {
+                let mut prog = Vec::new();
+                for p in 0..PHASES {
+                    prog.push(Op::Store {
+                        addr: slot(j),
+                        value: value(p, j),
+                    });
+                    prog.push(Op::BarrierAll(7));
+                    prog.extend((0..total).map(|i| Op::Load {
+                        addr: slot((i + j) % total),
+                        reg: 0,
+                    }));
+                    prog.push(Op::BarrierAll(8));
+                }
+                c.spawn(j as NodeId, prog)
+            })
+            .collect();
+        run(s, &mut c, "all-nodes barrier phases");
+        for (j, &t) in threads.iter().enumerate() {
+            let want: Vec<u64> = (0..PHASES)
+                .flat_map(|p| (0..total).map(move |i| value(p, (i + j) % total)))
+                .collect();
+            assert_eq!(
+                c.log(t),
+                &want[..],
+                "{} / all-nodes barrier phases, {nodes} nodes, seed {seed}, thread {j}",
+                s.name
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------- random DRF programs
 
 /// A random data-race-free program: per thread, the ops and which of its loads are
@@ -524,7 +571,11 @@ fn sequential_run(p: &DrfProgram) -> Vec<Vec<u64>> {
                         mem.insert(addr, regs[t][reg]);
                     }
                     Op::AddImm { reg, imm } => regs[t][reg] = regs[t][reg].wrapping_add(imm),
-                    Op::Lock(_) | Op::TryLock { .. } | Op::Unlock(_) | Op::Barrier { .. } => {}
+                    Op::Lock(_)
+                    | Op::TryLock { .. }
+                    | Op::Unlock(_)
+                    | Op::Barrier { .. }
+                    | Op::BarrierAll(_) => {}
                     Op::SpinUntilEq { .. } | Op::Crash => {
                         unreachable!("DRF programs do not spin or crash")
                     }
@@ -1103,6 +1154,10 @@ macro_rules! conformance_suite {
             #[test]
             fn barrier_phases() {
                 super::barrier_phases(&SUBJECT)
+            }
+            #[test]
+            fn all_nodes_barrier_phases() {
+                super::all_nodes_barrier_phases(&SUBJECT)
             }
             #[test]
             fn random_drf() {

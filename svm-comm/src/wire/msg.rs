@@ -151,6 +151,15 @@ pub enum SyncMsg {
     SemPost { sem: u64, notices: Vec<PageId> },
     /// Semaphore manager → node: one of the node's waits is granted.
     SemGrant { sem: u64, notices: Vec<PageId> },
+    /// A barrier of every node, one thread each (dissemination, no manager): in round `round`
+    /// of the sender's `episode`-th use of `barrier`, node i tells node (i + 2^round) mod N
+    /// the write notices it knows of.
+    BarrierRound {
+        barrier: u64,
+        episode: u64,
+        round: u32,
+        notices: Vec<PageId>,
+    },
 }
 
 impl ProtoMsg {
@@ -220,6 +229,7 @@ impl Msg {
                 SyncMsg::LockTryDone { .. } => "lock_try_done",
                 SyncMsg::BarrierArrive { .. } => "barrier_arrive",
                 SyncMsg::BarrierRelease { .. } => "barrier_release",
+                SyncMsg::BarrierRound { .. } => "barrier_round",
                 SyncMsg::BarrierMismatch { .. } => "barrier_mismatch",
                 SyncMsg::SemWait { .. } => "sem_wait",
                 SyncMsg::SemPost { .. } => "sem_post",

@@ -17,8 +17,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+mod dissemination;
 pub mod fast;
 pub mod sem;
+
+use dissemination::{AllNodesBarrier, AllNodesRefusal};
 
 use svm_comm::wire::{NodeId, PageId, SyncMsg};
 
@@ -88,6 +91,8 @@ pub enum SyncError {
     NotHolder { lock: u64 },
     #[error("{} called with a participant count of 0", BarrierName(*barrier))]
     ZeroCount { barrier: u64 },
+    #[error("{} called by a second thread of this node while the first waits in it; it takes one calling thread per node (threads of a node: a barrier with an explicit participant count)", BarrierName(*barrier))]
+    BarrierBusy { barrier: u64 },
 }
 
 #[derive(Default, Debug)]
@@ -150,6 +155,8 @@ pub struct SyncState {
     max_overtakes: u32,
     barriers: HashMap<u64, NodeBarrier>,
     managed_barriers: HashMap<u64, ManagedBarrier>,
+    /// Barriers of every node, one thread each ([`SyncState::barrier_all_arrive`]).
+    all_nodes: HashMap<u64, AllNodesBarrier>,
     /// Global barriers completed on this node ([`SyncState::clear_lock_notices`] calls).
     epoch: u64,
 }
@@ -163,6 +170,7 @@ impl SyncState {
             managed_locks: HashMap::new(),
             barriers: HashMap::new(),
             managed_barriers: HashMap::new(),
+            all_nodes: HashMap::new(),
             max_overtakes: 0,
             epoch: 0,
         }
@@ -384,6 +392,28 @@ impl SyncState {
         Ok(())
     }
 
+    /// The local thread `waiter` arrives at `barrier`, a barrier of every node of the job with
+    /// exactly one thread each (the global barrier; see `dissemination.rs`): no manager,
+    /// ⌈log2 N⌉ rounds of one message per node. Every node must use this form for `barrier`.
+    pub fn barrier_all_arrive(
+        &mut self,
+        barrier: u64,
+        waiter: Waiter,
+        notices: Vec<PageId>,
+        out: &mut Vec<SyncEvent>,
+    ) -> Result<(), SyncError> {
+        let at = (self.me, self.nodes);
+        match self
+            .all_nodes
+            .entry(barrier)
+            .or_default()
+            .arrive(at, barrier, waiter, notices, out)
+        {
+            Ok(()) => Ok(()),
+            Err(AllNodesRefusal::Busy) => Err(SyncError::BarrierBusy { barrier }),
+        }
+    }
+
     /// Garbage-collects the write notices kept at managed locks. The engine calls it on every
     /// node when a *global* barrier completes there (one in which every thread of the job that
     /// may use locks takes part), while handling [`SyncEvent::BarrierDone`] and before any of
@@ -579,6 +609,18 @@ impl SyncState {
                     notices: notices.clone(),
                 });
             }
+            SyncMsg::BarrierRound {
+                barrier,
+                episode,
+                round,
+                notices,
+            } => {
+                let at = (self.me, self.nodes);
+                self.all_nodes
+                    .entry(*barrier)
+                    .or_default()
+                    .received(at, *barrier, *episode, *round, notices, out);
+            }
             // Semaphores have their own state machine (`sem.rs`); the engine routes them there.
             SyncMsg::SemWait { .. } | SyncMsg::SemPost { .. } | SyncMsg::SemGrant { .. } => {}
             SyncMsg::BarrierMismatch {
@@ -704,6 +746,13 @@ impl SyncState {
 
     /// Diagnostic text for a barrier.
     pub fn describe_barrier(&self, barrier: u64) -> String {
+        if let Some(b) = self.all_nodes.get(&barrier) {
+            return format!(
+                "{} (all nodes, no manager): {}",
+                BarrierName(barrier),
+                b.describe(self.nodes)
+            );
+        }
         match self.managed_barriers.get(&barrier) {
             Some(b) if b.arrived > 0 => format!(
                 "{} (managed here): {}/{} arrived, per node {:?}",

@@ -12,6 +12,8 @@ struct Net {
     nodes: Vec<SyncState>,
     wire: VecDeque<(NodeId, NodeId, SyncMsg)>,
     events: Vec<(NodeId, SyncEvent)>,
+    /// Messages sent so far.
+    sent: usize,
 }
 
 impl Net {
@@ -20,13 +22,17 @@ impl Net {
             nodes: (0..n).map(|me| SyncState::new(me, n)).collect(),
             wire: VecDeque::new(),
             events: Vec::new(),
+            sent: 0,
         }
     }
 
     fn absorb(&mut self, node: NodeId, out: Vec<SyncEvent>) {
         for ev in out {
             match ev {
-                SyncEvent::Send { to, msg } => self.wire.push_back((node, to, msg)),
+                SyncEvent::Send { to, msg } => {
+                    self.sent += 1;
+                    self.wire.push_back((node, to, msg))
+                }
                 other => self.events.push((node, other)),
             }
         }
@@ -523,4 +529,123 @@ fn a_released_token_lingers_for_local_reacquires_within_the_bound() {
     let mut out = Vec::new();
     net.nodes[0].linger_expired(0, &mut out);
     assert!(out.is_empty());
+}
+
+// ---------------------------------------------------------------- all-nodes barriers
+
+impl Net {
+    fn arrive_all(&mut self, node: NodeId, barrier: u64, waiter: Waiter, notices: Vec<PageId>) {
+        let mut out = Vec::new();
+        self.nodes[node as usize]
+            .barrier_all_arrive(barrier, waiter, notices, &mut out)
+            .expect("one thread per node");
+        self.absorb(node, out);
+    }
+
+    /// (node, waiter, notices) of every `BarrierDone` since the last call.
+    fn departures(&mut self) -> Vec<(NodeId, Waiter, Vec<PageId>)> {
+        self.take()
+            .into_iter()
+            .map(|(n, e)| match e {
+                SyncEvent::BarrierDone {
+                    waiters, notices, ..
+                } => {
+                    assert_eq!(waiters.len(), 1, "one thread per node");
+                    (n, waiters[0], notices)
+                }
+                other => panic!("expected a departure, got {other:?}"),
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn all_nodes_barrier_rounds_are_log2_and_every_node_leaves_with_every_notice() {
+    assert_eq!(
+        (1..=9).map(dissemination::rounds).collect::<Vec<_>>(),
+        [0, 1, 2, 2, 3, 3, 3, 3, 4]
+    );
+    for n in 1..=9 {
+        let mut net = Net::new(n);
+        for node in 0..n {
+            net.arrive_all(node, 5, 100 + node as u64, vec![1000 + node as PageId]);
+            if node + 1 < n {
+                // Nobody can leave before the last node arrived.
+                net.settle();
+                assert!(net.departures().is_empty(), "{n} nodes: left early");
+            }
+        }
+        net.settle();
+        // Each node sent one message per round.
+        assert_eq!(
+            net.sent,
+            n as usize * dissemination::rounds(n) as usize,
+            "{n} nodes"
+        );
+        let mut left = net.departures();
+        left.sort();
+        assert_eq!(left.len(), n as usize, "{n} nodes: every node leaves");
+        let all: Vec<PageId> = (0..n).map(|k| 1000 + k as PageId).collect();
+        for (node, waiter, notices) in left {
+            assert_eq!(waiter, 100 + node as u64);
+            assert_eq!(
+                notices, all,
+                "{n} nodes: node {node} has every node's notices"
+            );
+        }
+    }
+}
+
+#[test]
+fn all_nodes_barrier_round_messages_of_the_next_episode_wait_for_their_turn() {
+    let mut net = Net::new(3);
+    for node in 0..3 {
+        net.arrive_all(node, 9, node as u64, vec![]);
+    }
+    // Deliver only until node 0 has left; node 0 then arrives again at once.
+    let mut left0 = false;
+    while !left0 {
+        let (from, to, msg) = net.wire.pop_front().expect("messages to deliver");
+        let mut out = Vec::new();
+        net.nodes[to as usize].on_message(from, &msg, &mut out);
+        net.absorb(to, out);
+        left0 = net
+            .events
+            .iter()
+            .any(|(n, e)| *n == 0 && matches!(e, SyncEvent::BarrierDone { .. }));
+    }
+    net.arrive_all(0, 9, 10, vec![77]);
+    net.settle();
+    let first: Vec<_> = net.departures();
+    assert_eq!(first.len(), 3, "episode 0 completes everywhere: {first:?}");
+    assert!(first
+        .iter()
+        .all(|(_, w, notices)| *w < 10 && notices.is_empty()));
+    // Episode 1: node 0 waits until the others arrive.
+    net.arrive_all(1, 9, 11, vec![]);
+    net.settle();
+    assert!(net.departures().is_empty());
+    net.arrive_all(2, 9, 12, vec![]);
+    net.settle();
+    let second = net.departures();
+    assert_eq!(second.len(), 3);
+    assert!(second
+        .iter()
+        .all(|(_, w, notices)| *w >= 10 && notices == &[77]));
+}
+
+#[test]
+fn a_second_thread_of_a_node_at_an_all_nodes_barrier_is_refused() {
+    let mut s = SyncState::new(0, 2);
+    let mut out = Vec::new();
+    s.barrier_all_arrive(3, 1, vec![], &mut out).unwrap();
+    assert_eq!(
+        s.barrier_all_arrive(3, 2, vec![], &mut out),
+        Err(SyncError::BarrierBusy { barrier: 3 })
+    );
+    assert!(
+        s.describe_barrier(3).contains("round 0 of 1"),
+        "{}",
+        s.describe_barrier(3)
+    );
 }
