@@ -79,8 +79,14 @@ fn arg(what: &str) -> Error {
 }
 
 /// Writes an out-parameter; NULL is a bad argument.
-fn out<T>(p: *mut T, v: T, name: &str) -> Res {
-    if cabi::write_out(p, v) {
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn out<T>(p: *mut T, v: T, name: &str) -> Res {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    if unsafe { cabi::write_out(p, v) } {
         Ok(())
     } else {
         Err(arg(&format!("`{name}` is NULL")))
@@ -184,7 +190,11 @@ pub extern "C" fn svm_init() -> c_int {
 }
 
 /// Sets (or with NULL clears) the environment variable `var` read by `svm_init`; only before it.
-fn set_before_init(var: &str, file: *const c_char) -> Res {
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn set_before_init(var: &str, file: *const c_char) -> Res {
     if STATE.load(Ordering::Acquire) != NOT_STARTED {
         return Err(Error(
             SVM_E_STATE,
@@ -193,7 +203,9 @@ fn set_before_init(var: &str, file: *const c_char) -> Res {
             ),
         ));
     }
-    match cabi::c_str(file) {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    match unsafe { cabi::c_str(file) } {
         None => std::env::remove_var(var),
         Some(f) => {
             let f = f
@@ -212,14 +224,26 @@ fn set_before_init(var: &str, file: *const c_char) -> Res {
     Ok(())
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_set_profile(file: *const c_char) -> c_int {
-    entry(true, || set_before_init("SVM_PROFILE", file))
+pub unsafe extern "C" fn svm_set_profile(file: *const c_char) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry(true, || unsafe { set_before_init("SVM_PROFILE", file) })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_set_trace(file: *const c_char) -> c_int {
-    entry(true, || set_before_init("SVM_TRACE", file))
+pub unsafe extern "C" fn svm_set_trace(file: *const c_char) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry(true, || unsafe { set_before_init("SVM_TRACE", file) })
 }
 
 #[no_mangle]
@@ -234,19 +258,39 @@ pub extern "C" fn svm_finish() -> c_int {
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_node_id(id: *mut c_int) -> c_int {
-    entry(false, || out(id, api::node_id() as c_int, "id"))
+pub unsafe extern "C" fn svm_node_id(id: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry(false, || unsafe { out(id, api::node_id() as c_int, "id") })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_nodes(count: *mut c_int) -> c_int {
-    entry(false, || out(count, api::nodes() as c_int, "count"))
+pub unsafe extern "C" fn svm_nodes(count: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry(false, || unsafe {
+        out(count, api::nodes() as c_int, "count")
+    })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_page_size(bytes: *mut usize) -> c_int {
-    entry(false, || out(bytes, api::page_size(), "bytes"))
+pub unsafe extern "C" fn svm_page_size(bytes: *mut usize) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry(false, || unsafe { out(bytes, api::page_size(), "bytes") })
 }
 
 // ---------------------------------------------------------------------------- regions
@@ -266,8 +310,13 @@ fn node_id(n: c_int) -> Res<u16> {
     u16::try_from(n).map_err(|_| Error(SVM_E_NODE, format!("svm: there is no node {n}")))
 }
 
-fn home(p: *const SvmHome) -> Res<Home> {
-    let Some(h) = cabi::read_in(p) else {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn home(p: *const SvmHome) -> Res<Home> {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    let Some(h) = (unsafe { cabi::read_in(p) }) else {
         return Ok(Home::Node(0));
     };
     let list = |what: &str| -> Res<Vec<c_int>> {
@@ -277,7 +326,9 @@ fn home(p: *const SvmHome) -> Res<Home> {
                 h.count
             )));
         }
-        cabi::read_array(h.nodes, h.count)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { cabi::read_array(h.nodes, h.count) }
             .ok_or_else(|| arg(&format!("home policy {what}: `nodes` is NULL")))
     };
     Ok(match h.kind {
@@ -292,7 +343,9 @@ fn home(p: *const SvmHome) -> Res<Home> {
         ),
         4 => {
             let nodes = list("SVM_HOME_RUNS")?;
-            let pages = cabi::read_array(h.pages, h.count)
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            let pages = unsafe { cabi::read_array(h.pages, h.count) }
                 .ok_or_else(|| arg("home policy SVM_HOME_RUNS: `pages` is NULL"))?;
             Home::Runs(
                 nodes
@@ -307,19 +360,30 @@ fn home(p: *const SvmHome) -> Res<Home> {
     })
 }
 
-fn create(size: usize, protocol: Option<&str>, h: *const SvmHome, r: *mut u32) -> Res {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn create(size: usize, protocol: Option<&str>, h: *const SvmHome, r: *mut u32) -> Res {
     if r.is_null() {
         return Err(arg("`region` is NULL"));
     }
     if size == 0 {
         return Err(arg("a region of 0 bytes"));
     }
-    let info = region::create(size, home(h)?, protocol)?;
-    out(r, info.id, "region")
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    let info = region::create(size, unsafe { home(h) }?, protocol)?;
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { out(r, info.id, "region") }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_region_create(
+pub unsafe extern "C" fn svm_region_create(
     size: usize,
     protocol: c_int,
     home: *const SvmHome,
@@ -338,26 +402,36 @@ pub extern "C" fn svm_region_create(
                 ))
             }
         };
-        create(size, name, home, region)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { create(size, name, home, region) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_region_create_named(
+pub unsafe extern "C" fn svm_region_create_named(
     size: usize,
     protocol: *const c_char,
     home: *const SvmHome,
     region: *mut u32,
 ) -> c_int {
     entry(false, || {
-        let name = match cabi::c_str(protocol) {
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let name = match unsafe { cabi::c_str(protocol) } {
             None => None,
             Some(s) => Some(
                 s.to_str()
                     .map_err(|_| Error(SVM_E_PROTOCOL, "svm: protocol name is not UTF-8".into()))?,
             ),
         };
-        create(size, name, home, region)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { create(size, name, home, region) }
     })
 }
 
@@ -366,21 +440,39 @@ pub extern "C" fn svm_region_destroy(region: u32) -> c_int {
     entry(false, || Ok(region::destroy(region)?))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_region_addr(region: u32, addr: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn svm_region_addr(region: u32, addr: *mut *mut c_void) -> c_int {
     entry(false, || {
         let info = region::info(region)?;
-        out(addr, info.addr as *mut c_void, "addr")
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(addr, info.addr as *mut c_void, "addr") }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_region_size(region: u32, size: *mut usize) -> c_int {
-    entry(false, || out(size, region::info(region)?.size, "size"))
+pub unsafe extern "C" fn svm_region_size(region: u32, size: *mut usize) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry(false, || unsafe {
+        out(size, region::info(region)?.size, "size")
+    })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_region_lookup(
+pub unsafe extern "C" fn svm_region_lookup(
     addr: *const c_void,
     region: *mut u32,
     offset: *mut usize,
@@ -388,48 +480,80 @@ pub extern "C" fn svm_region_lookup(
     entry(false, || {
         let (info, off) = region::lookup(addr as usize)?
             .ok_or_else(|| Error(SVM_E_ADDR, format!("svm: {addr:p} is in no live region")))?;
-        out(region, info.id, "region")?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(region, info.id, "region") }?;
         if !offset.is_null() {
-            out(offset, off, "offset")?;
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            unsafe { out(offset, off, "offset") }?;
         }
         Ok(())
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_region_alloc(region: u32, size: usize, ptr: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn svm_region_alloc(
+    region: u32,
+    size: usize,
+    ptr: *mut *mut c_void,
+) -> c_int {
     entry(false, || {
         if ptr.is_null() {
             return Err(arg("`ptr` is NULL"));
         }
         let a = region::alloc(region, size)?;
-        out(ptr, a as *mut c_void, "ptr")
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(ptr, a as *mut c_void, "ptr") }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_region_free(region: u32, ptr: *mut c_void) -> c_int {
+pub unsafe extern "C" fn svm_region_free(region: u32, ptr: *mut c_void) -> c_int {
     entry(false, || Ok(region::free(region, ptr as usize)?))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_alloc_local(size: usize, ptr: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn svm_alloc_local(size: usize, ptr: *mut *mut c_void) -> c_int {
     entry(false, || {
         if ptr.is_null() {
             return Err(arg("`ptr` is NULL"));
         }
         let s = api::alloc_local::<u8>(size)?;
-        out(ptr, s.addr() as *mut c_void, "ptr")
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(ptr, s.addr() as *mut c_void, "ptr") }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_free_local(ptr: *mut c_void) -> c_int {
+pub unsafe extern "C" fn svm_free_local(ptr: *mut c_void) -> c_int {
     entry(false, || Ok(api::free_local_addr(ptr as usize)?))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_home_of(addr: *const c_void, node: *mut c_int) -> c_int {
+pub unsafe extern "C" fn svm_home_of(addr: *const c_void, node: *mut c_int) -> c_int {
     entry(false, || {
         let h = api::home_of(addr as usize).ok_or_else(|| {
             Error(
@@ -439,7 +563,9 @@ pub extern "C" fn svm_home_of(addr: *const c_void, node: *mut c_int) -> c_int {
                 ),
             )
         })?;
-        out(node, h as c_int, "node")
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(node, h as c_int, "node") }
     })
 }
 
@@ -450,14 +576,20 @@ pub extern "C" fn svm_lock(id: u64) -> c_int {
     entry(false, || Ok(api::lock_id(id)?))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_trylock(id: u64, acquired: *mut c_int) -> c_int {
+pub unsafe extern "C" fn svm_trylock(id: u64, acquired: *mut c_int) -> c_int {
     entry(false, || {
         if acquired.is_null() {
             return Err(arg("`acquired` is NULL"));
         }
         let got = api::try_lock_id(id)?;
-        out(acquired, got as c_int, "acquired")
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(acquired, got as c_int, "acquired") }
     })
 }
 
@@ -488,19 +620,29 @@ pub extern "C" fn svm_sem_wait(id: u64) -> c_int {
 
 // ---------------------------------------------------------------------------- messages
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_send(to: c_int, tag: u64, data: *const c_void, len: usize) -> c_int {
+pub unsafe extern "C" fn svm_send(to: c_int, tag: u64, data: *const c_void, len: usize) -> c_int {
     entry(false, || {
         let to = usize::try_from(to)
             .map_err(|_| Error(SVM_E_NODE, format!("svm: there is no node {to}")))?;
-        let bytes = cabi::bytes(data as *const u8, len)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let bytes = unsafe { cabi::bytes(data as *const u8, len) }
             .ok_or_else(|| arg("`data` is NULL with a non-zero length"))?;
         Ok(api::send_message(to, tag, bytes)?)
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_recv(
+pub unsafe extern "C" fn svm_recv(
     from: c_int,
     tag: u64,
     buf: *mut c_void,
@@ -546,12 +688,18 @@ pub extern "C" fn svm_recv(
             )
         })?;
         let n = m.data.len().min(cap);
-        if !cabi::copy_bytes(buf as *mut u8, m.data.as_ptr(), n) {
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        if !unsafe { cabi::copy_bytes(buf as *mut u8, m.data.as_ptr(), n) } {
             return Err(arg("`buf` is NULL"));
         }
-        out(len, m.data.len(), "len")?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(len, m.data.len(), "len") }?;
         if !sender.is_null() {
-            out(sender, m.from as c_int, "sender")?;
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            unsafe { out(sender, m.from as c_int, "sender") }?;
         }
         if m.data.len() > cap {
             return Err(Error(
@@ -599,8 +747,12 @@ pub struct SvmStats {
     barrier_wait_mean_us: f64,
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_stats(stats: *mut SvmStats) -> c_int {
+pub unsafe extern "C" fn svm_stats(stats: *mut SvmStats) -> c_int {
     entry(false, || {
         let s = api::stats();
         let m = s.messages.values();
@@ -631,19 +783,29 @@ pub extern "C" fn svm_stats(stats: *mut SvmStats) -> c_int {
             lock_acquire_mean_us: s.lock_acquire_latency.mean_us,
             barrier_wait_mean_us: s.barrier_wait.mean_us,
         };
-        out(stats, c, "stats")
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(stats, c, "stats") }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_stats_json(buf: *mut c_char, cap: usize, len: *mut usize) -> c_int {
+pub unsafe extern "C" fn svm_stats_json(buf: *mut c_char, cap: usize, len: *mut usize) -> c_int {
     entry(false, || {
         let json = api::stats().to_json();
-        out(len, json.len(), "len")?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(len, json.len(), "len") }?;
         if cap > json.len() {
             let mut bytes = json.into_bytes();
             bytes.push(0);
-            if !cabi::copy_bytes(buf as *mut u8, bytes.as_ptr(), bytes.len()) {
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            if !unsafe { cabi::copy_bytes(buf as *mut u8, bytes.as_ptr(), bytes.len()) } {
                 return Err(arg("`buf` is NULL"));
             }
             return Ok(());
@@ -651,7 +813,9 @@ pub extern "C" fn svm_stats_json(buf: *mut c_char, cap: usize, len: *mut usize) 
         if cap > 0 {
             let mut part = json.as_bytes()[..cap - 1].to_vec();
             part.push(0);
-            if !cabi::copy_bytes(buf as *mut u8, part.as_ptr(), part.len()) {
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            if !unsafe { cabi::copy_bytes(buf as *mut u8, part.as_ptr(), part.len()) } {
                 return Err(arg("`buf` is NULL"));
             }
         }

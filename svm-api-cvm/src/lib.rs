@@ -74,7 +74,9 @@ fn procs() -> &'static Procs {
 /// The pages of the master's data that differ from its start image, as
 /// `(offset: u64, len: u64, bytes)*`.
 fn snapshot(c: &Cvm) -> Vec<u8> {
-    let cur = cabi::bytes(c.data_start as *const u8, c.data_len).unwrap_or(&[]);
+    // SAFETY: `data_start..+data_len` is the program's writable static data, from the
+    // linker's bounds `__wrap_main` passed at start; it stays mapped for the process's life.
+    let cur = unsafe { cabi::bytes(c.data_start as *const u8, c.data_len) }.unwrap_or(&[]);
     let mut out = Vec::new();
     for (i, (now, then)) in cur.chunks(CHUNK).zip(c.image.chunks(CHUNK)).enumerate() {
         if now != then {
@@ -96,7 +98,9 @@ fn apply_snapshot(c: &Cvm, data: &[u8]) {
         if off.checked_add(len).is_none_or(|e| e > c.data_len) || at + len > data.len() {
             fail("a malformed globals snapshot arrived from the master");
         }
-        cabi::copy_bytes((c.data_start + off) as *mut u8, data[at..].as_ptr(), len);
+        // SAFETY: the range is inside the program's writable static data (`data_start`,
+        // `data_len` from the linker's bounds at start; checked above), `data[at..]` holds `len` bytes.
+        unsafe { cabi::copy_bytes((c.data_start + off) as *mut u8, data[at..].as_ptr(), len) };
         at += len;
     }
 }
@@ -139,8 +143,13 @@ fn run_worker(f: usize, arg: u64) {
 
 /// Called by the `__wrap_main` stub with the program's `main` and the bounds of its writable
 /// data.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_cvm_main(
+pub unsafe extern "C" fn svm_cvm_main(
     argc: c_int,
     argv: *mut *mut c_char,
     real_main: extern "C" fn(c_int, *mut *mut c_char) -> c_int,
@@ -156,7 +165,9 @@ pub extern "C" fn svm_cvm_main(
         let (start, end) = (data_start as usize, data_end as usize);
         let len = end.saturating_sub(start);
         let image = if p.me == 0 {
-            cabi::bytes(start as *const u8, len)
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            unsafe { cabi::bytes(start as *const u8, len) }
                 .map(|b| b.to_vec())
                 .unwrap_or_default()
         } else {
@@ -178,8 +189,12 @@ pub extern "C" fn svm_cvm_main(
     workers::run_main(p, argc, argv, real_main)
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn cvm_startup(_argc: c_int, _argv: *mut *mut c_char) {
+pub unsafe extern "C" fn cvm_startup(_argc: c_int, _argv: *mut *mut c_char) {
     // The runtime started before main (the wrapper); this only checks that it did.
     guard("cvm_startup", || {
         cvm();
@@ -205,7 +220,7 @@ pub extern "C" fn cvm_create_procs_threads(worker: extern "C" fn(), threads: c_i
             or_fail(api::send_message(k, SNAPSHOT_TAG + round, &snap));
         }
         c.threads_per_proc.store(threads, Ordering::Release);
-        let f = sys::fn_addr(worker);
+        let f = worker;
         let arg = round | ((threads as u64) << 32);
         for k in 1..p.nodes {
             for _ in 0..threads {
@@ -282,9 +297,15 @@ pub extern "C" fn cvm_tid() -> c_int {
     (me * CVM_MAX_THREADS + THREAD.with(|t| t.get())) as c_int
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_cvm_abort(status: c_int, msg: *const c_char) -> ! {
-    let text = cabi::c_string(msg).unwrap_or_default();
+pub unsafe extern "C" fn svm_cvm_abort(status: c_int, msg: *const c_char) -> ! {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    let text = unsafe { cabi::c_string(msg) }.unwrap_or_default();
     eprintln!("{text}");
     sys::flush_stdio();
     api::abort_job(if status == 0 { 1 } else { status }, &text)

@@ -104,8 +104,14 @@ fn id_of(m: &deck_mbox_t) -> Result<MboxId, c_int> {
 }
 
 /// Writes `v` through the C out-parameter `p`.
-fn put<T>(p: *mut T, v: T) -> Result<(), c_int> {
-    if cabi::write_out(p, v) {
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn put<T>(p: *mut T, v: T) -> Result<(), c_int> {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    if unsafe { cabi::write_out(p, v) } {
         Ok(())
     } else {
         Err(fail(DECK_EINVAL, "NULL output pointer"))
@@ -114,36 +120,66 @@ fn put<T>(p: *mut T, v: T) -> Result<(), c_int> {
 
 /// Hands `m` to C as a new message handle written through `out` (nothing is allocated when
 /// `out` is NULL).
-fn put_msg(out: *mut *mut deck_msg_t, m: Message) -> Result<(), c_int> {
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn put_msg(out: *mut *mut deck_msg_t, m: Message) -> Result<(), c_int> {
     if out.is_null() {
         return Err(fail(DECK_EINVAL, "NULL output pointer"));
     }
-    put(out, cabi::handle_new(deck_msg_t(m)))
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { put(out, cabi::handle_new(deck_msg_t(m))) }
 }
 
 /// The message behind a handle (NULL or a live message from this library, not used by another
 /// thread meanwhile: `deck.h`'s contract).
-fn msg<'a>(p: *mut deck_msg_t) -> Result<&'a mut Message, c_int> {
-    cabi::handle_mut(p)
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn msg<'a>(p: *mut deck_msg_t) -> Result<&'a mut Message, c_int> {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { cabi::handle_mut(p) }
         .map(|m| &mut m.0)
         .ok_or_else(|| fail(DECK_EINVAL, "NULL message"))
 }
 
 /// The message behind a handle, read only.
-fn msg_ref<'a>(p: *const deck_msg_t, what: &str) -> Result<&'a Message, c_int> {
-    cabi::handle_ref(p)
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn msg_ref<'a>(p: *const deck_msg_t, what: &str) -> Result<&'a Message, c_int> {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { cabi::handle_ref(p) }
         .map(|m| &m.0)
         .ok_or_else(|| fail(DECK_EINVAL, what))
 }
 
 /// A copy of the C caller's mailbox (NULL or a valid `deck_mbox_t`).
-fn mbox(p: *const deck_mbox_t) -> Result<deck_mbox_t, c_int> {
-    cabi::read_in(p).ok_or_else(|| fail(DECK_EINVAL, "NULL mailbox"))
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn mbox(p: *const deck_mbox_t) -> Result<deck_mbox_t, c_int> {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { cabi::read_in(p) }.ok_or_else(|| fail(DECK_EINVAL, "NULL mailbox"))
 }
 
 /// A name passed by the C caller (NULL or a NUL-terminated string), which must be UTF-8.
-fn name<'a>(p: *const c_char) -> Result<&'a str, c_int> {
-    cabi::c_str(p)
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn name<'a>(p: *const c_char) -> Result<&'a str, c_int> {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { cabi::c_str(p) }
         .ok_or_else(|| fail(DECK_EINVAL, "NULL name"))?
         .to_str()
         .map_err(|_| fail(DECK_EINVAL, "name is not UTF-8"))
@@ -157,8 +193,13 @@ fn mbox_t(id: MboxId) -> deck_mbox_t {
 }
 
 /// Starts DECK from the environment. `argc`/`argv` are accepted for compatibility and unused.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn deck_init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
     guard(|| {
         let mut st = state();
         if st.is_some() {
@@ -204,17 +245,31 @@ pub extern "C" fn deck_strerror() -> *const c_char {
 
 /// # C contract
 /// `out` is NULL or valid for a write.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_create(out: *mut *mut deck_msg_t, size: usize) -> c_int {
-    guard(|| put_msg(out, Message::new(size)).map(|_| DECK_OK))
+pub unsafe extern "C" fn deck_msg_create(out: *mut *mut deck_msg_t, size: usize) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    guard(|| unsafe { put_msg(out, Message::new(size)) }.map(|_| DECK_OK))
 }
 
 /// # C contract
 /// `m` is NULL or a live message, not used afterwards.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_destroy(m: *mut deck_msg_t) -> c_int {
+pub unsafe extern "C" fn deck_msg_destroy(m: *mut deck_msg_t) -> c_int {
     guard(|| {
-        let m = cabi::handle_take(m).ok_or_else(|| fail(DECK_EINVAL, "NULL message"))?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let m = unsafe { cabi::handle_take(m) }.ok_or_else(|| fail(DECK_EINVAL, "NULL message"))?;
         drop(m);
         Ok(DECK_OK)
     })
@@ -222,33 +277,67 @@ pub extern "C" fn deck_msg_destroy(m: *mut deck_msg_t) -> c_int {
 
 /// # C contract
 /// `m` is NULL or a live message.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_clear(m: *mut deck_msg_t) -> c_int {
-    guard(|| msg(m).map(|m| m.clear()).map(|_| DECK_OK))
+pub unsafe extern "C" fn deck_msg_clear(m: *mut deck_msg_t) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    guard(|| unsafe { msg(m) }.map(|m| m.clear()).map(|_| DECK_OK))
 }
 
 /// # C contract
 /// `m` is NULL or a live message.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_reset(m: *mut deck_msg_t) -> c_int {
-    guard(|| msg(m).map(|m| m.reset()).map(|_| DECK_OK))
+pub unsafe extern "C" fn deck_msg_reset(m: *mut deck_msg_t) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    guard(|| unsafe { msg(m) }.map(|m| m.reset()).map(|_| DECK_OK))
 }
 
 /// # C contract
 /// `m` is NULL or a live message.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_length(m: *const deck_msg_t) -> usize {
-    catch_unwind(|| cabi::handle_ref(m).map_or(0, |m| m.0.len())).unwrap_or(0)
+pub unsafe extern "C" fn deck_msg_length(m: *const deck_msg_t) -> usize {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    catch_unwind(|| unsafe { cabi::handle_ref(m) }.map_or(0, |m| m.0.len())).unwrap_or(0)
 }
 
 /// # C contract
 /// `m` is NULL or a live message; `data` is valid for `len` bytes (or `len` is 0).
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_pack(m: *mut deck_msg_t, data: *const c_void, len: usize) -> c_int {
+pub unsafe extern "C" fn deck_msg_pack(
+    m: *mut deck_msg_t,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
     guard(|| {
-        let m = msg(m)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let m = unsafe { msg(m) }?;
         let b =
-            cabi::bytes(data.cast::<u8>(), len).ok_or_else(|| fail(DECK_EINVAL, "NULL data"))?;
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            unsafe { cabi::bytes(data.cast::<u8>(), len) }.ok_or_else(|| fail(DECK_EINVAL, "NULL data"))?;
         m.pack_bytes(b).map_err(code)?;
         Ok(DECK_OK)
     })
@@ -256,15 +345,22 @@ pub extern "C" fn deck_msg_pack(m: *mut deck_msg_t, data: *const c_void, len: us
 
 /// # C contract
 /// `m` is NULL or a live message; `buf` valid for `cap` bytes; `len` NULL or writable.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_unpack(
+pub unsafe extern "C" fn deck_msg_unpack(
     m: *mut deck_msg_t,
     buf: *mut c_void,
     cap: usize,
     len: *mut usize,
 ) -> c_int {
     guard(|| {
-        let m = msg(m)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let m = unsafe { msg(m) }?;
         let b = m.unpack_bytes().map_err(code)?;
         if b.len() > cap {
             return Err(fail(
@@ -273,11 +369,15 @@ pub extern "C" fn deck_msg_unpack(
             ));
         }
         // `buf` has room for `cap >= b.len()` bytes (the C caller's contract).
-        if !cabi::copy_bytes(buf.cast::<u8>(), b.as_ptr(), b.len()) {
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        if !unsafe { cabi::copy_bytes(buf.cast::<u8>(), b.as_ptr(), b.len()) } {
             return Err(fail(DECK_EINVAL, "NULL buffer"));
         }
         // `len` is optional: NULL means the caller does not want it.
-        cabi::write_out(len, b.len());
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { cabi::write_out(len, b.len()) };
         Ok(DECK_OK)
     })
 }
@@ -286,20 +386,36 @@ macro_rules! typed {
     ($pack:ident, $unpack:ident, $t:ty) => {
         /// # C contract
         /// `m` is NULL or a live message.
+        ///
+        /// # Safety
+        /// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+        /// function's C documentation describes (the C caller's contract; NULL is refused with an
+        /// error code).
         #[no_mangle]
-        pub extern "C" fn $pack(m: *mut deck_msg_t, v: $t) -> c_int {
-            guard(|| msg(m)?.pack(&v).map(|_| DECK_OK).map_err(code))
+        pub unsafe extern "C" fn $pack(m: *mut deck_msg_t, v: $t) -> c_int {
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            guard(|| unsafe { msg(m) }?.pack(&v).map(|_| DECK_OK).map_err(code))
         }
         /// # C contract
         /// `m` is NULL or a live message; `out` NULL or writable.
+        ///
+        /// # Safety
+        /// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+        /// function's C documentation describes (the C caller's contract; NULL is refused with an
+        /// error code).
         #[no_mangle]
-        pub extern "C" fn $unpack(m: *mut deck_msg_t, out: *mut $t) -> c_int {
+        pub unsafe extern "C" fn $unpack(m: *mut deck_msg_t, out: *mut $t) -> c_int {
             guard(|| {
                 if out.is_null() {
                     return Err(fail(DECK_EINVAL, "NULL output pointer"));
                 }
-                let v = msg(m)?.unpack::<$t>().map_err(code)?;
-                put(out, v)?;
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                let v = unsafe { msg(m) }?.unpack::<$t>().map_err(code)?;
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                unsafe { put(out, v) }?;
                 Ok(DECK_OK)
             })
         }
@@ -313,55 +429,99 @@ typed!(deck_msg_pack_double, deck_msg_unpack_double, f64);
 
 /// # C contract
 /// `m` NULL or a live message; `b` NULL or a valid mailbox.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_pack_mbox(m: *mut deck_msg_t, b: *const deck_mbox_t) -> c_int {
+pub unsafe extern "C" fn deck_msg_pack_mbox(m: *mut deck_msg_t, b: *const deck_mbox_t) -> c_int {
     guard(|| {
-        let id = id_of(&mbox(b)?)?;
-        msg(m)?.pack(&id).map_err(code)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let id = id_of(&unsafe { mbox(b) }?)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { msg(m) }?.pack(&id).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
 /// # C contract
 /// `m` NULL or a live message; `b` NULL or writable.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_unpack_mbox(m: *mut deck_msg_t, b: *mut deck_mbox_t) -> c_int {
+pub unsafe extern "C" fn deck_msg_unpack_mbox(m: *mut deck_msg_t, b: *mut deck_mbox_t) -> c_int {
     guard(|| {
-        let id = msg(m)?.unpack::<MboxId>().map_err(code)?;
-        put(b, mbox_t(id))?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let id = unsafe { msg(m) }?.unpack::<MboxId>().map_err(code)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { put(b, mbox_t(id)) }?;
         Ok(DECK_OK)
     })
 }
 
 /// # C contract
 /// `m` and `inner` NULL or live messages (distinct).
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_pack_msg(m: *mut deck_msg_t, inner: *const deck_msg_t) -> c_int {
+pub unsafe extern "C" fn deck_msg_pack_msg(m: *mut deck_msg_t, inner: *const deck_msg_t) -> c_int {
     guard(|| {
-        let inner = msg_ref(inner, "NULL inner message")?.clone();
-        msg(m)?.pack(&inner).map_err(code)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let inner = unsafe { msg_ref(inner, "NULL inner message") }?.clone();
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { msg(m) }?.pack(&inner).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
 /// # C contract
 /// `m` NULL or a live message; `out` NULL or writable.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_msg_unpack_msg(m: *mut deck_msg_t, out: *mut *mut deck_msg_t) -> c_int {
+pub unsafe extern "C" fn deck_msg_unpack_msg(
+    m: *mut deck_msg_t,
+    out: *mut *mut deck_msg_t,
+) -> c_int {
     guard(|| {
         if out.is_null() {
             return Err(fail(DECK_EINVAL, "NULL output pointer"));
         }
-        let inner = msg(m)?.unpack::<Message>().map_err(code)?;
-        put_msg(out, inner)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let inner = unsafe { msg(m) }?.unpack::<Message>().map_err(code)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { put_msg(out, inner) }?;
         Ok(DECK_OK)
     })
 }
 
 /// # C contract
 /// `out` NULL or writable; `nm` NULL or a NUL-terminated string.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_create(out: *mut deck_mbox_t, nm: *const c_char) -> c_int {
+pub unsafe extern "C" fn deck_mbox_create(out: *mut deck_mbox_t, nm: *const c_char) -> c_int {
     guard(|| {
         if out.is_null() {
             return Err(fail(DECK_EINVAL, "NULL mailbox"));
@@ -369,13 +529,17 @@ pub extern "C" fn deck_mbox_create(out: *mut deck_mbox_t, nm: *const c_char) -> 
         let d = deck()?;
         let b = d.mbox_create();
         if !nm.is_null() {
-            d.bind(&b, name(nm)?).map_err(code)?;
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            d.bind(&b, unsafe { name(nm) }?).map_err(code)?;
         }
         let id = b.id();
         if let Some(st) = state().as_mut() {
             st.owned.insert(id.id, Arc::new(b));
         }
-        put(out, mbox_t(id))?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { put(out, mbox_t(id)) }?;
         Ok(DECK_OK)
     })
 }
@@ -399,10 +563,17 @@ fn owned(b: &deck_mbox_t) -> Result<Arc<Mbox>, c_int> {
 
 /// # C contract
 /// `b` NULL or a valid mailbox.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_destroy(b: *mut deck_mbox_t) -> c_int {
+pub unsafe extern "C" fn deck_mbox_destroy(b: *mut deck_mbox_t) -> c_int {
     guard(|| {
-        let b = mbox(b)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let b = unsafe { mbox(b) }?;
         owned(&b)?;
         if let Some(st) = state().as_mut() {
             st.owned.remove(&b.id);
@@ -413,11 +584,20 @@ pub extern "C" fn deck_mbox_destroy(b: *mut deck_mbox_t) -> c_int {
 
 /// # C contract
 /// `b` NULL or a valid mailbox; `m` NULL or a live message.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_post(b: *const deck_mbox_t, m: *const deck_msg_t) -> c_int {
+pub unsafe extern "C" fn deck_mbox_post(b: *const deck_mbox_t, m: *const deck_msg_t) -> c_int {
     guard(|| {
-        let id = id_of(&mbox(b)?)?;
-        let m = msg_ref(m, "NULL message")?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let id = id_of(&unsafe { mbox(b) }?)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let m = unsafe { msg_ref(m, "NULL message") }?;
         deck()?.post(id, m).map_err(code)?;
         Ok(DECK_OK)
     })
@@ -427,12 +607,22 @@ pub extern "C" fn deck_mbox_post(b: *const deck_mbox_t, m: *const deck_msg_t) ->
 ///
 /// # C contract
 /// `b` NULL or valid; `out` NULL or writable.
-fn retrieve(b: *const deck_mbox_t, out: *mut *mut deck_msg_t, timeout: Option<Duration>) -> c_int {
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn retrieve(
+    b: *const deck_mbox_t,
+    out: *mut *mut deck_msg_t,
+    timeout: Option<Duration>,
+) -> c_int {
     guard(|| {
         if out.is_null() {
             return Err(fail(DECK_EINVAL, "NULL output pointer"));
         }
-        let b = owned(&mbox(b)?)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let b = owned(&unsafe { mbox(b) }?)?;
         let m = match timeout {
             None => b.retrieve(),
             Some(t) if t.is_zero() => b
@@ -442,84 +632,146 @@ fn retrieve(b: *const deck_mbox_t, out: *mut *mut deck_msg_t, timeout: Option<Du
                 .retrieve_timeout(t)
                 .ok_or_else(|| fail(DECK_ETIMEDOUT, "no message in time"))?,
         };
-        put_msg(out, m)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { put_msg(out, m) }?;
         Ok(DECK_OK)
     })
 }
 
 /// # C contract
 /// `b` NULL or valid; `out` NULL or writable.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_retrv(b: *const deck_mbox_t, out: *mut *mut deck_msg_t) -> c_int {
-    retrieve(b, out, None)
+pub unsafe extern "C" fn deck_mbox_retrv(
+    b: *const deck_mbox_t,
+    out: *mut *mut deck_msg_t,
+) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { retrieve(b, out, None) }
 }
 
 /// # C contract
 /// `b` NULL or valid; `out` NULL or writable.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_tretrv(
+pub unsafe extern "C" fn deck_mbox_tretrv(
     b: *const deck_mbox_t,
     out: *mut *mut deck_msg_t,
     timeout_ms: c_long,
 ) -> c_int {
     let t = Duration::from_millis(timeout_ms.max(1) as u64);
-    retrieve(b, out, Some(t))
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { retrieve(b, out, Some(t)) }
 }
 
 /// # C contract
 /// `b` NULL or valid; `out` NULL or writable.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_tryretrv(b: *const deck_mbox_t, out: *mut *mut deck_msg_t) -> c_int {
-    retrieve(b, out, Some(Duration::ZERO))
+pub unsafe extern "C" fn deck_mbox_tryretrv(
+    b: *const deck_mbox_t,
+    out: *mut *mut deck_msg_t,
+) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { retrieve(b, out, Some(Duration::ZERO)) }
 }
 
 /// # C contract
 /// `b` NULL or valid; `nm` NULL or a NUL-terminated string.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_bind(b: *const deck_mbox_t, nm: *const c_char) -> c_int {
+pub unsafe extern "C" fn deck_mbox_bind(b: *const deck_mbox_t, nm: *const c_char) -> c_int {
     guard(|| {
-        let b = owned(&mbox(b)?)?;
-        deck()?.bind(&b, name(nm)?).map_err(code)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let b = owned(&unsafe { mbox(b) }?)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        deck()?.bind(&b, unsafe { name(nm) }?).map_err(code)?;
         Ok(DECK_OK)
     })
 }
 
 /// # C contract
 /// `out` NULL or writable; `nm` NULL or a NUL-terminated string.
-fn fetch(out: *mut deck_mbox_t, nm: *const c_char, timeout: Option<Duration>) -> c_int {
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn fetch(out: *mut deck_mbox_t, nm: *const c_char, timeout: Option<Duration>) -> c_int {
     guard(|| {
-        let n = name(nm)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let n = unsafe { name(nm) }?;
         let d = deck()?;
         let id = match timeout {
             None => d.fetch(n),
             Some(t) => d.fetch_timeout(n, t),
         }
         .map_err(code)?;
-        put(out, mbox_t(id))?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { put(out, mbox_t(id)) }?;
         Ok(DECK_OK)
     })
 }
 
 /// # C contract
 /// `out` NULL or writable; `nm` NULL or a NUL-terminated string.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_fetch(out: *mut deck_mbox_t, nm: *const c_char) -> c_int {
-    fetch(out, nm, None)
+pub unsafe extern "C" fn deck_mbox_fetch(out: *mut deck_mbox_t, nm: *const c_char) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { fetch(out, nm, None) }
 }
 
 /// # C contract
 /// `out` NULL or writable; `nm` NULL or a NUL-terminated string.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_mbox_tfetch(
+pub unsafe extern "C" fn deck_mbox_tfetch(
     out: *mut deck_mbox_t,
     nm: *const c_char,
     timeout_ms: c_long,
 ) -> c_int {
-    fetch(
-        out,
-        nm,
-        Some(Duration::from_millis(timeout_ms.max(0) as u64)),
-    )
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe {
+        fetch(
+            out,
+            nm,
+            Some(Duration::from_millis(timeout_ms.max(0) as u64)),
+        )
+    }
 }
 
 #[no_mangle]
@@ -533,10 +785,17 @@ fn root_of(root: c_int) -> Result<u16, c_int> {
 
 /// # C contract
 /// `m` NULL or a live message.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_bcast(root: c_int, m: *mut deck_msg_t) -> c_int {
+pub unsafe extern "C" fn deck_bcast(root: c_int, m: *mut deck_msg_t) -> c_int {
     guard(|| {
-        let m = msg(m)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let m = unsafe { msg(m) }?;
         deck()?.broadcast(root_of(root)?, m).map_err(code)?;
         Ok(DECK_OK)
     })
@@ -544,8 +803,18 @@ pub extern "C" fn deck_bcast(root: c_int, m: *mut deck_msg_t) -> c_int {
 
 /// # C contract
 /// `result` NULL or writable (only written on the root).
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_reduce_double(root: c_int, v: f64, op: c_int, result: *mut f64) -> c_int {
+pub unsafe extern "C" fn deck_reduce_double(
+    root: c_int,
+    v: f64,
+    op: c_int,
+    result: *mut f64,
+) -> c_int {
     guard(|| {
         let f: fn(f64, f64) -> f64 = match op {
             0 => |a, b| a + b,
@@ -554,7 +823,9 @@ pub extern "C" fn deck_reduce_double(root: c_int, v: f64, op: c_int, result: *mu
             _ => return Err(fail(DECK_EINVAL, "unknown reduction operation")),
         };
         if let Some(r) = deck()?.reduce(root_of(root)?, v, f).map_err(code)? {
-            put(result, r)?;
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            unsafe { put(result, r) }?;
         }
         Ok(DECK_OK)
     })
@@ -562,14 +833,21 @@ pub extern "C" fn deck_reduce_double(root: c_int, v: f64, op: c_int, result: *mu
 
 /// # C contract
 /// `m` NULL or a live message; on the root `out` has room for `deck_nodes()` pointers.
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn deck_gather(
+pub unsafe extern "C" fn deck_gather(
     root: c_int,
     m: *const deck_msg_t,
     out: *mut *mut deck_msg_t,
 ) -> c_int {
     guard(|| {
-        let m = msg_ref(m, "NULL message")?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let m = unsafe { msg_ref(m, "NULL message") }?;
         let d = deck()?;
         if d.node() as c_int == root && out.is_null() {
             return Err(fail(DECK_EINVAL, "NULL output array on the root"));
@@ -580,8 +858,14 @@ pub extern "C" fn deck_gather(
                 .map(|x| cabi::handle_new(deck_msg_t(x)))
                 .collect();
             // `out` has room for deck_nodes() entries on the root (the C caller's contract).
-            if !cabi::write_array(out, &handles) {
-                handles.into_iter().for_each(|h| drop(cabi::handle_take(h)));
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            if !unsafe { cabi::write_array(out, &handles) } {
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                handles
+                    .into_iter()
+                    .for_each(|h| drop(unsafe { cabi::handle_take(h) }));
                 return Err(fail(DECK_EINVAL, "NULL output array on the root"));
             }
         }
@@ -596,58 +880,104 @@ mod tests {
     #[test]
     fn messages_through_the_c_entry_points() {
         let mut m: *mut deck_msg_t = std::ptr::null_mut();
-        assert_eq!(deck_msg_create(std::ptr::null_mut(), 16), DECK_EINVAL);
-        assert_eq!(deck_msg_create(&mut m, 256), DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(
+            // SAFETY: the pointers are NULL, or this test's own live values, buffers and handles.
+            unsafe { deck_msg_create(std::ptr::null_mut(), 16) },
+            DECK_EINVAL
+        );
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_create(&mut m, 256) }, DECK_OK);
         assert!(!m.is_null());
-        assert_eq!(deck_msg_pack_int32(m, -7), DECK_OK);
-        assert_eq!(deck_msg_pack(m, b"abc".as_ptr().cast(), 3), DECK_OK);
-        assert_eq!(deck_msg_pack(m, std::ptr::null(), 3), DECK_EINVAL);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_pack_int32(m, -7) }, DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(
+            // SAFETY: the pointers are NULL, or this test's own live values, buffers and handles.
+            unsafe { deck_msg_pack(m, b"abc".as_ptr().cast(), 3) },
+            DECK_OK
+        );
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(
+            // SAFETY: the pointers are NULL, or this test's own live values, buffers and handles.
+            unsafe { deck_msg_pack(m, std::ptr::null(), 3) },
+            DECK_EINVAL
+        );
         let mut inner: *mut deck_msg_t = std::ptr::null_mut();
-        assert_eq!(deck_msg_create(&mut inner, 64), DECK_OK);
-        assert_eq!(deck_msg_pack_double(inner, 2.5), DECK_OK);
-        assert_eq!(deck_msg_pack_msg(m, inner), DECK_OK);
-        assert_eq!(deck_msg_destroy(inner), DECK_OK);
-        assert!(deck_msg_length(m) > 0);
-        assert_eq!(deck_msg_length(std::ptr::null()), 0);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_create(&mut inner, 64) }, DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_pack_double(inner, 2.5) }, DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_pack_msg(m, inner) }, DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_destroy(inner) }, DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert!(unsafe { deck_msg_length(m) } > 0);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_length(std::ptr::null()) }, 0);
 
-        assert_eq!(deck_msg_reset(m), DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_reset(m) }, DECK_OK);
         let mut v = 0i32;
-        assert_eq!(deck_msg_unpack_int32(m, &mut v), DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_unpack_int32(m, &mut v) }, DECK_OK);
         assert_eq!(v, -7);
         let (mut buf, mut len) = ([0u8; 2], 0usize);
         assert_eq!(
-            deck_msg_unpack(m, buf.as_mut_ptr().cast(), 2, &mut len),
+            // SAFETY: the pointers are NULL or this test's own live values and handles.
+            unsafe { deck_msg_unpack(m, buf.as_mut_ptr().cast(), 2, &mut len) },
             DECK_EOVERFLOW
         );
-        assert_eq!(deck_msg_reset(m), DECK_OK);
-        assert_eq!(deck_msg_unpack_int32(m, &mut v), DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_reset(m) }, DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_unpack_int32(m, &mut v) }, DECK_OK);
         let mut buf = [0u8; 8];
         assert_eq!(
-            deck_msg_unpack(m, buf.as_mut_ptr().cast(), 8, &mut len),
+            // SAFETY: the pointers are NULL or this test's own live values and handles.
+            unsafe { deck_msg_unpack(m, buf.as_mut_ptr().cast(), 8, &mut len) },
             DECK_OK
         );
         assert_eq!(&buf[..len], b"abc");
         let mut out: *mut deck_msg_t = std::ptr::null_mut();
-        assert_eq!(deck_msg_unpack_msg(m, &mut out), DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_unpack_msg(m, &mut out) }, DECK_OK);
         let mut d = 0f64;
-        assert_eq!(deck_msg_unpack_double(out, &mut d), DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_unpack_double(out, &mut d) }, DECK_OK);
         assert_eq!(d, 2.5);
-        assert_eq!(deck_msg_destroy(out), DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_destroy(out) }, DECK_OK);
 
-        assert_eq!(deck_msg_clear(m), DECK_OK);
-        assert_eq!(deck_msg_length(m), 0);
-        assert_eq!(deck_msg_clear(std::ptr::null_mut()), DECK_EINVAL);
-        assert_eq!(deck_msg_destroy(m), DECK_OK);
-        assert_eq!(deck_msg_destroy(std::ptr::null_mut()), DECK_EINVAL);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_clear(m) }, DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_length(m) }, 0);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_clear(std::ptr::null_mut()) }, DECK_EINVAL);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { deck_msg_destroy(m) }, DECK_OK);
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(
+            // SAFETY: the pointers are NULL, or this test's own live values, buffers and handles.
+            unsafe { deck_msg_destroy(std::ptr::null_mut()) },
+            DECK_EINVAL
+        );
     }
 
     #[test]
     fn names_must_be_utf8_and_mailboxes_non_null() {
-        assert_eq!(name(c"box".as_ptr()), Ok("box"));
-        assert_eq!(name(c"\xff".as_ptr()), Err(DECK_EINVAL));
-        assert_eq!(name(std::ptr::null()), Err(DECK_EINVAL));
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { name(c"box".as_ptr()) }, Ok("box"));
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { name(c"\xff".as_ptr()) }, Err(DECK_EINVAL));
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { name(std::ptr::null()) }, Err(DECK_EINVAL));
         let b = deck_mbox_t { node: 1, id: 9 };
-        assert_eq!(mbox(&b).map(|m| (m.node, m.id)), Ok((1, 9)));
-        assert!(mbox(std::ptr::null()).is_err());
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert_eq!(unsafe { mbox(&b) }.map(|m| (m.node, m.id)), Ok((1, 9)));
+        // SAFETY: the pointers are NULL or this test's own live values and handles.
+        assert!(unsafe { mbox(std::ptr::null()) }.is_err());
     }
 }

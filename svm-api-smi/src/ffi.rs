@@ -2,56 +2,88 @@
 //!
 //! The obligation these rest on belongs to the C caller: `smi.h` documents that pointer
 //! arguments are NULL or valid for the access, as C APIs do. NULL is always checked; anything
-//! else is taken at the caller's word. The dereferences themselves are svm-core's C boundary
+//! else is taken at the caller's word, which is why the helpers taking a pointer are `unsafe
+//! fn`s: the exported `unsafe extern "C" fn`s that call them state, in each `unsafe` block,
+//! which argument carries that contract. The dereferences themselves are svm-core's C boundary
 //! ([`svm_core::sys::cabi`]); this module adapts it to the SMI runtime's conventions (addresses
-//! as `usize`, the program's `argc`/`argv` by pointer), so the crate has no `unsafe` at all.
-
-#![forbid(unsafe_code)]
+//! as `usize`, the program's `argc`/`argv` by pointer).
 
 use std::ffi::{c_char, c_void};
 
 use svm_core::sys::cabi;
 
 /// Writes `v` through a C out-parameter. False (nothing written) for NULL.
-pub fn put<T>(p: *mut T, v: T) -> bool {
-    cabi::write_out(p, v)
+///
+/// # Safety
+/// `p` is NULL or valid for writing a `T`.
+pub unsafe fn put<T>(p: *mut T, v: T) -> bool {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cabi::write_out(p, v) }
 }
 
 /// Reads a `T` through a C in-parameter. None for NULL.
-pub fn get<T: Copy>(p: *const T) -> Option<T> {
-    cabi::read_in(p)
+///
+/// # Safety
+/// `p` is NULL or points to a readable `T`.
+pub unsafe fn get<T: Copy>(p: *const T) -> Option<T> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cabi::read_in(p) }
 }
 
 /// Copies `len` elements out of a C array. None for NULL with a non-zero length.
-pub fn read_array<T: Copy>(p: *const T, len: usize) -> Option<Vec<T>> {
-    cabi::read_array(p, len)
+///
+/// # Safety
+/// `p` is NULL or points to `len` readable `T`s.
+pub unsafe fn read_array<T: Copy>(p: *const T, len: usize) -> Option<Vec<T>> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cabi::read_array(p, len) }
 }
 
 /// Writes `src` into a C array with room for `src.len()` elements. False for NULL.
-pub fn write_array<T: Copy>(p: *mut T, src: &[T]) -> bool {
-    cabi::write_array(p, src)
+///
+/// # Safety
+/// `p` is NULL or valid for writing `src.len()` `T`s.
+pub unsafe fn write_array<T: Copy>(p: *mut T, src: &[T]) -> bool {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cabi::write_array(p, src) }
 }
 
 /// memmove of `len` bytes between C buffers (either may be shared memory: touching it is
 /// served by the DSM's fault handling). False if either is NULL.
-pub fn copy(dst: usize, src: usize, len: usize) -> bool {
-    cabi::copy_bytes(dst as *mut u8, src as *const u8, len)
+///
+/// # Safety
+/// Each of `dst` and `src` is 0 or the address of `len` bytes, writable / readable.
+pub unsafe fn copy(dst: usize, src: usize, len: usize) -> bool {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cabi::copy_bytes(dst as *mut u8, src as *const u8, len) }
 }
 
 /// Copies `len` bytes of a C buffer into a vector. None for NULL with a non-zero length.
-pub fn bytes_from(p: usize, len: usize) -> Option<Vec<u8>> {
+///
+/// # Safety
+/// `p` is 0 or the address of `len` readable bytes.
+pub unsafe fn bytes_from(p: usize, len: usize) -> Option<Vec<u8>> {
     let mut v = vec![0u8; len];
-    copy(v.as_mut_ptr() as usize, p, len).then_some(v)
+    // SAFETY: `v` holds `len` writable bytes; `p` per this function's contract.
+    unsafe { copy(v.as_mut_ptr() as usize, p, len) }.then_some(v)
 }
 
 /// Copies `src` into a C buffer. False for NULL with non-empty `src`.
-pub fn bytes_to(p: usize, src: &[u8]) -> bool {
-    copy(p, src.as_ptr() as usize, src.len())
+///
+/// # Safety
+/// `p` is 0 or the address of `src.len()` writable bytes.
+pub unsafe fn bytes_to(p: usize, src: &[u8]) -> bool {
+    // SAFETY: `src` is readable; `p` per this function's contract.
+    unsafe { copy(p, src.as_ptr() as usize, src.len()) }
 }
 
 /// A NUL-terminated C string (lossily converted). None for NULL.
-pub fn string(p: *const c_char) -> Option<String> {
-    cabi::c_string(p)
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string.
+pub unsafe fn string(p: *const c_char) -> Option<String> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cabi::c_string(p) }
 }
 
 /// `malloc(size)` of the C library (memory the C program may `free`). Null on failure.
@@ -59,54 +91,73 @@ pub fn malloc(size: usize) -> *mut c_void {
     cabi::malloc(size)
 }
 
-/// `free(p)` of the C library, for memory from [`malloc`]: `p` is NULL or came from `malloc`
-/// and is freed once (kept by the registries that own these pointers).
-pub fn free(p: *mut c_void) {
-    cabi::free(p)
+/// `free(p)` of the C library, for memory from [`malloc`].
+///
+/// # Safety
+/// `p` is NULL or came from `malloc` and is freed once (kept by the registries that own these
+/// pointers).
+pub unsafe fn free(p: *mut c_void) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cabi::free(p) }
 }
 
 /// A C array of `v`'s elements in fresh `malloc` memory (the program may `free` it).
 pub fn malloc_array<T: Copy>(v: &[T]) -> *mut T {
     let p = malloc(std::mem::size_of_val(v)) as *mut T;
     if !p.is_null() {
-        write_array(p, v);
+        // SAFETY: a fresh allocation of exactly `v.len()` elements.
+        unsafe { write_array(p, v) };
     }
     p
 }
 
 /// Rewrites the program's `argc`/`argv` to `argv[0]` followed by `keep` (indices into the
 /// current argv), terminated by NULL. The pointers stay those of the program.
-pub fn rewrite_args(argc: *mut i32, argv: *mut *mut *mut c_char, keep: &[usize]) -> bool {
-    let (Some(n), Some(arr)) = (get(argc), get(argv)) else {
+///
+/// # Safety
+/// `argc` and `argv` are NULL or the addresses of the program's `argc` and `argv` (what `main`
+/// received: `argv` has `argc` string pointers and a NULL terminator, and may be rewritten).
+pub unsafe fn rewrite_args(argc: *mut i32, argv: *mut *mut *mut c_char, keep: &[usize]) -> bool {
+    // SAFETY: `argc`, `argv` per this function's contract.
+    let (Some(n), Some(arr)) = (unsafe { get(argc) }, unsafe { get(argv) }) else {
         return false;
     };
     if arr.is_null() || n < 1 {
         return false;
     }
-    let Some(old) = read_array(arr as *const *mut c_char, n as usize) else {
+    // SAFETY: the program's argv holds `n` pointers (this function's contract).
+    let Some(old) = (unsafe { read_array(arr as *const *mut c_char, n as usize) }) else {
         return false;
     };
     let mut new = vec![old[0]];
     new.extend(keep.iter().filter_map(|&i| old.get(i).copied()));
     let count = new.len();
     new.push(std::ptr::null_mut());
-    // argv has n + 1 slots (the NULL terminator), and count + 1 <= n + 1.
-    write_array(arr, &new);
-    put(argc, count as i32)
+    // SAFETY: argv has n + 1 slots (the NULL terminator), and count + 1 <= n + 1; `argc` per
+    // this function's contract.
+    unsafe { write_array(arr, &new) };
+    // SAFETY: as above.
+    unsafe { put(argc, count as i32) }
 }
 
 /// The program's arguments (argv[0..argc]) as strings.
-pub fn args(argc: *mut i32, argv: *mut *mut *mut c_char) -> Vec<String> {
-    let (Some(n), Some(arr)) = (get(argc), get(argv)) else {
+///
+/// # Safety
+/// As [`rewrite_args`] (read only).
+pub unsafe fn args(argc: *mut i32, argv: *mut *mut *mut c_char) -> Vec<String> {
+    // SAFETY: `argc`, `argv` per this function's contract.
+    let (Some(n), Some(arr)) = (unsafe { get(argc) }, unsafe { get(argv) }) else {
         return Vec::new();
     };
     if arr.is_null() || n < 1 {
         return Vec::new();
     }
-    read_array(arr as *const *mut c_char, n as usize)
+    // SAFETY: the program's argv holds `n` pointers, each a string (this function's contract).
+    unsafe { read_array(arr as *const *mut c_char, n as usize) }
         .unwrap_or_default()
         .into_iter()
-        .map(|p| string(p).unwrap_or_default())
+        // SAFETY: as above.
+        .map(|p| unsafe { string(p) }.unwrap_or_default())
         .collect()
 }
 
@@ -138,18 +189,23 @@ mod tests {
     fn buffers_round_trip_and_null_is_refused() {
         let src = *b"hello";
         let mut dst = [0u8; 5];
-        assert!(copy(dst.as_mut_ptr() as usize, src.as_ptr() as usize, 5));
+        let (d, s) = (dst.as_mut_ptr() as usize, src.as_ptr() as usize);
+        // SAFETY: both are 5-byte arrays of this test.
+        assert!(unsafe { copy(d, s, 5) });
         assert_eq!(&dst, b"hello");
-        assert!(!copy(0, src.as_ptr() as usize, 5));
-        assert!(copy(0, 0, 0));
-        assert_eq!(
-            bytes_from(src.as_ptr() as usize, 5).as_deref(),
-            Some(&b"hello"[..])
-        );
-        assert_eq!(bytes_from(0, 1), None);
+        // SAFETY: NULL destination (refused) and a 5-byte source.
+        assert!(!unsafe { copy(0, s, 5) });
+        // SAFETY: nothing is accessed for a zero length.
+        assert!(unsafe { copy(0, 0, 0) });
+        // SAFETY: a 5-byte array of this test.
+        assert_eq!(unsafe { bytes_from(s, 5) }.as_deref(), Some(&b"hello"[..]));
+        // SAFETY: NULL is refused.
+        assert_eq!(unsafe { bytes_from(0, 1) }, None);
         let p = malloc_array(&[1i32, 2, 3]);
-        assert_eq!(read_array(p, 3), Some(vec![1, 2, 3]));
-        free(p.cast());
+        // SAFETY: `p` holds 3 elements, from `malloc`, freed once.
+        assert_eq!(unsafe { read_array(p, 3) }, Some(vec![1, 2, 3]));
+        // SAFETY: as above.
+        unsafe { free(p.cast()) };
     }
 
     #[test]

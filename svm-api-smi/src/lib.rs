@@ -280,8 +280,13 @@ pub(crate) fn entry_val<T>(name: &str, fallback: T, f: impl FnOnce() -> Res<T>) 
     }
 }
 
-pub(crate) fn out<T>(p: *mut T, v: T) -> Res {
-    if ffi::put(p, v) {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+pub(crate) unsafe fn out<T>(p: *mut T, v: T) -> Res {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    if unsafe { ffi::put(p, v) } {
         Ok(())
     } else {
         Err(SMI_ERR_PARAM)
@@ -384,16 +389,23 @@ pub(crate) fn key_from_magic(magic: &str) -> String {
     out
 }
 
-fn start(argc: *mut c_int, argv: *mut *mut *mut c_char) -> Res {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn start(argc: *mut c_int, argv: *mut *mut *mut c_char) -> Res {
     if SMI.get().is_some() {
         // A second SMI_Init (or one after SMI_Finalize) is an error, as in SMI.
         return Err(SMI_ERR_OTHER);
     }
-    let args = ffi::args(argc, argv);
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    let args = unsafe { ffi::args(argc, argv) };
     if let Some(c) = parse_classic(&args) {
         classic_env(&c);
         let keep: Vec<usize> = (c.user_from..args.len()).collect();
-        if !ffi::rewrite_args(argc, argv, &keep) {
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        if !unsafe { ffi::rewrite_args(argc, argv, &keep) } {
             return Err(SMI_ERR_PARAM);
         }
     }
@@ -489,9 +501,15 @@ fn shutdown(s: &Smi) {
     }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    entry("SMI_Init", || start(argc, argv))
+pub unsafe extern "C" fn SMI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Init", || unsafe { start(argc, argv) })
 }
 
 #[no_mangle]
@@ -520,44 +538,93 @@ pub extern "C" fn SMI_Abort(code: c_int) {
 
 // ----------------------------------------------------------------------- runtime information
 
-fn rank_info(p: *mut c_int, f: impl FnOnce(&Smi) -> usize) -> Res {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn rank_info(p: *mut c_int, f: impl FnOnce(&Smi) -> usize) -> Res {
     let s = smi()?;
-    out(p, f(s) as c_int)
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { out(p, f(s) as c_int) }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Proc_rank(rank: *mut c_int) -> c_int {
-    entry("SMI_Proc_rank", || rank_info(rank, |s| s.me))
+pub unsafe extern "C" fn SMI_Proc_rank(rank: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Proc_rank", || unsafe { rank_info(rank, |s| s.me) })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Proc_size(size: *mut c_int) -> c_int {
-    entry("SMI_Proc_size", || rank_info(size, |s| s.n))
+pub unsafe extern "C" fn SMI_Proc_size(size: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Proc_size", || unsafe { rank_info(size, |s| s.n) })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Local_proc_rank(rank: *mut c_int) -> c_int {
-    entry("SMI_Local_proc_rank", || rank_info(rank, |_| 0))
+pub unsafe extern "C" fn SMI_Local_proc_rank(rank: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Local_proc_rank", || unsafe { rank_info(rank, |_| 0) })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Local_proc_size(size: *mut c_int) -> c_int {
-    entry("SMI_Local_proc_size", || rank_info(size, |_| 1))
+pub unsafe extern "C" fn SMI_Local_proc_size(size: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Local_proc_size", || unsafe { rank_info(size, |_| 1) })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Max_local_proc_size(size: *mut c_int) -> c_int {
-    entry("SMI_Max_local_proc_size", || rank_info(size, |_| 1))
+pub unsafe extern "C" fn SMI_Max_local_proc_size(size: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Max_local_proc_size", || unsafe {
+        rank_info(size, |_| 1)
+    })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Node_rank(rank: *mut c_int) -> c_int {
-    entry("SMI_Node_rank", || rank_info(rank, |s| s.me))
+pub unsafe extern "C" fn SMI_Node_rank(rank: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Node_rank", || unsafe { rank_info(rank, |s| s.me) })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Node_size(size: *mut c_int) -> c_int {
-    entry("SMI_Node_size", || rank_info(size, |s| s.n))
+pub unsafe extern "C" fn SMI_Node_size(size: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Node_size", || unsafe { rank_info(size, |s| s.n) })
 }
 
 pub(crate) fn check_rank(s: &Smi, r: c_int) -> Res<usize> {
@@ -567,28 +634,46 @@ pub(crate) fn check_rank(s: &Smi, r: c_int) -> Res<usize> {
     Ok(r as usize)
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Proc_to_node(proc_: c_int, node: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Proc_to_node(proc_: c_int, node: *mut c_int) -> c_int {
     entry("SMI_Proc_to_node", || {
         let p = check_rank(smi()?, proc_)?;
-        out(node, p as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(node, p as c_int) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_First_proc_on_node(node: c_int, proc_: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_First_proc_on_node(node: c_int, proc_: *mut c_int) -> c_int {
     entry("SMI_First_proc_on_node", || {
         let k = check_rank(smi()?, node)?;
-        out(proc_, k as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(proc_, k as c_int) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Get_node_name(name: *mut c_char, len: *mut usize) -> c_int {
+pub unsafe extern "C" fn SMI_Get_node_name(name: *mut c_char, len: *mut usize) -> c_int {
     entry("SMI_Get_node_name", || {
         // As in SMI, this works before SMI_Init too; a name that does not fit (with its NUL)
         // is SMI_ERR_OTHER.
-        let cap = ffi::get(len as *const usize).ok_or(SMI_ERR_PARAM)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let cap = unsafe { ffi::get(len as *const usize) }.ok_or(SMI_ERR_PARAM)?;
         if name.is_null() || cap == 0 {
             return Err(SMI_ERR_PARAM);
         }
@@ -605,16 +690,26 @@ pub extern "C" fn SMI_Get_node_name(name: *mut c_char, len: *mut usize) -> c_int
         let mut b: Vec<c_char> = host.bytes().map(|c| c as c_char).collect();
         let l = b.len();
         b.push(0);
-        if !ffi::write_array(name, &b) {
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        if !unsafe { ffi::write_array(name, &b) } {
             return Err(SMI_ERR_PARAM);
         }
-        out(len, l)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(len, l) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Page_size(size: *mut c_int) -> c_int {
-    entry("SMI_Page_size", || rank_info(size, |s| s.page))
+pub unsafe extern "C" fn SMI_Page_size(size: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Page_size", || unsafe { rank_info(size, |s| s.page) })
 }
 
 #[cfg(test)]

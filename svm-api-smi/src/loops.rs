@@ -136,8 +136,12 @@ fn speed_weights(s: &Smi) -> Vec<f64> {
     s.st().speeds.clone().unwrap_or_else(|| equal_weights(s))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Loop_init(id: *mut c_int, lo: c_int, hi: c_int, mode: c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Loop_init(id: *mut c_int, lo: c_int, hi: c_int, mode: c_int) -> c_int {
     entry("SMI_Loop_init", || {
         let s = smi()?;
         if id.is_null() || !(PART_BLOCKED..=PART_TIMED_BLOCKED).contains(&mode) {
@@ -175,7 +179,9 @@ pub extern "C" fn SMI_Loop_init(id: *mut c_int, lo: c_int, hi: c_int, mode: c_in
         sched.init_own(s, &weights)?;
         s.st().loops.push(Some(sched));
         s.barrier()?;
-        out(id, idx as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(id, idx as c_int) }
     })
 }
 
@@ -280,8 +286,12 @@ fn take_chunk(s: &Smi, id: c_int) -> Res<(c_int, i64, i64)> {
     Ok((LOOP_READY, 1, 0))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Get_iterations(
+pub unsafe extern "C" fn SMI_Get_iterations(
     id: c_int,
     status: *mut c_int,
     lo: *mut c_int,
@@ -293,9 +303,15 @@ pub extern "C" fn SMI_Get_iterations(
             return Err(SMI_ERR_PARAM);
         }
         let (st, a, b) = next_chunk(s, id)?;
-        out(status, st)?;
-        out(lo, a as c_int)?;
-        out(hi, b as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(status, st) }?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(lo, a as c_int) }?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(hi, b as c_int) }
     })
 }
 
@@ -323,8 +339,12 @@ fn benchmark() -> f64 {
     t.elapsed().as_secs_f64().max(1e-9)
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Evaluate_speed(speeds: *mut f64) -> c_int {
+pub unsafe extern "C" fn SMI_Evaluate_speed(speeds: *mut f64) -> c_int {
     entry("SMI_Evaluate_speed", || {
         let s = smi()?;
         let mine = 1.0 / benchmark();
@@ -332,7 +352,9 @@ pub extern "C" fn SMI_Evaluate_speed(speeds: *mut f64) -> c_int {
         let v: Vec<f64> = all.iter().map(|x| f64::from_bits(x[0])).collect();
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let norm: Vec<f64> = v.iter().map(|x| x / mean).collect();
-        if !speeds.is_null() && !crate::ffi::write_array(speeds, &norm) {
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        if !speeds.is_null() && !unsafe { crate::ffi::write_array(speeds, &norm) } {
             return Err(SMI_ERR_PARAM);
         }
         s.st().speeds = Some(norm);
@@ -445,8 +467,12 @@ pub(crate) fn split_local(s: &Smi, id: c_int) -> Res<(i64, i64)> {
     with_split(s, id, |l| (l.llo, l.lhi))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Loop_split_init(id: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Loop_split_init(id: *mut c_int) -> c_int {
     entry("SMI_Loop_split_init", || {
         let s = smi()?;
         let i = {
@@ -460,12 +486,18 @@ pub extern "C" fn SMI_Loop_split_init(id: *mut c_int) -> c_int {
             });
             st.splits.len() - 1
         };
-        out(id, i as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(id, i as c_int) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Loop_index_range(
+pub unsafe extern "C" fn SMI_Loop_index_range(
     id: c_int,
     lower: *mut c_int,
     upper: *mut c_int,
@@ -475,8 +507,12 @@ pub extern "C" fn SMI_Loop_index_range(
         let s = smi()?;
         let (lo, hi) = match mode {
             LOOP_SET_GLOBAL | LOOP_SET_LOCAL => {
-                let lo = crate::ffi::get(lower as *const c_int).ok_or(SMI_ERR_PARAM)?;
-                let hi = crate::ffi::get(upper as *const c_int).ok_or(SMI_ERR_PARAM)?;
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                let lo = unsafe { crate::ffi::get(lower as *const c_int) }.ok_or(SMI_ERR_PARAM)?;
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                let hi = unsafe { crate::ffi::get(upper as *const c_int) }.ok_or(SMI_ERR_PARAM)?;
                 (lo as i64, hi as i64)
             }
             LOOP_GET_GLOBAL | LOOP_GET_LOCAL => (0, 0),
@@ -496,8 +532,12 @@ pub extern "C" fn SMI_Loop_index_range(
             LOOP_GET_GLOBAL => (l.glo, l.ghi),
             _ => (l.llo, l.lhi),
         })?;
-        out(lower, a as c_int)?;
-        out(upper, b as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(lower, a as c_int) }?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(upper, b as c_int) }
     })
 }
 

@@ -34,8 +34,13 @@ fn cpu_mhz() -> c_int {
         .unwrap_or(0)
 }
 
-fn query(cmd: c_int, arg: c_int, result: *mut c_void) -> Res {
-    let int = |v: c_int| out(result as *mut c_int, v);
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn query(cmd: c_int, arg: c_int, result: *mut c_void) -> Res {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    let int = |v: c_int| unsafe { out(result as *mut c_int, v) };
     if cmd == Q_SMI_INITIALIZED {
         let init = INITIALIZED.load(Ordering::Acquire) && smi().is_ok();
         return int(init as c_int);
@@ -71,12 +76,18 @@ fn query(cmd: c_int, arg: c_int, result: *mut c_void) -> Res {
             let a = with_region(s, arg, |r| {
                 Ok(if r.connected && r.mapped { r.addr } else { 0 })
             })?;
-            out(result as *mut usize, a)
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            unsafe { out(result as *mut usize, a) }
         }
-        Q_SMI_REGION_SIZE => out(
-            result as *mut c_long,
-            with_region(s, arg, |r| Ok(r.size as c_long))?,
-        ),
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        Q_SMI_REGION_SIZE => unsafe {
+            out(
+                result as *mut c_long,
+                with_region(s, arg, |r| Ok(r.size as c_long))?,
+            )
+        },
         // Regions of several segments (BLOCKED, FRAGMENTED, ...) have no single owner.
         Q_SMI_REGION_OWNER => int(with_region(s, arg, |r| {
             Ok(if r.segs.len() > 1 {
@@ -85,10 +96,14 @@ fn query(cmd: c_int, arg: c_int, result: *mut c_void) -> Res {
                 r.owner as c_int
             })
         })?),
-        Q_SMI_REGION_OFFSET => out(
-            result as *mut c_long,
-            with_region(s, arg, |r| Ok(r.offset as c_long))?,
-        ),
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        Q_SMI_REGION_OFFSET => unsafe {
+            out(
+                result as *mut c_long,
+                with_region(s, arg, |r| Ok(r.offset as c_long))?,
+            )
+        },
         // The application topology: one dimension of nprocs processes.
         Q_SMI_NBR_APP_DIMS => int(1),
         Q_SMI_APP_DIM_EXTENT => int(if arg == 0 { s.n as c_int } else { 1 }),
@@ -113,39 +128,64 @@ fn query(cmd: c_int, arg: c_int, result: *mut c_void) -> Res {
     }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Query(cmd: c_int, arg: c_int, result: *mut c_void) -> c_int {
-    entry("SMI_Query", || query(cmd, arg, result))
+pub unsafe extern "C" fn SMI_Query(cmd: c_int, arg: c_int, result: *mut c_void) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Query", || unsafe { query(cmd, arg, result) })
 }
 
 // ----------------------------------------------------------------------------------- time
 
 static TIMER: Mutex<Option<Instant>> = Mutex::new(None);
 
-fn split(d: Duration, sec: *mut c_int, usec: *mut c_int) -> Res {
-    out(sec, d.as_secs() as c_int)?;
-    out(usec, d.subsec_micros() as c_int)
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn split(d: Duration, sec: *mut c_int, usec: *mut c_int) -> Res {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { out(sec, d.as_secs() as c_int) }?;
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { out(usec, d.subsec_micros() as c_int) }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Get_timer(sec: *mut c_int, usec: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Get_timer(sec: *mut c_int, usec: *mut c_int) -> c_int {
     entry("SMI_Get_timer", || {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         *TIMER.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-        split(now, sec, usec)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { split(now, sec, usec) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Get_timespan(sec: *mut c_int, usec: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Get_timespan(sec: *mut c_int, usec: *mut c_int) -> c_int {
     entry("SMI_Get_timespan", || {
         let mut t = TIMER.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let d = t.map(|s| now - s).unwrap_or_default();
         *t = Some(now);
-        split(d, sec, usec)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { split(d, sec, usec) }
     })
 }
 
@@ -159,9 +199,15 @@ pub extern "C" fn SMI_Wticks() -> c_long {
     sys::segv::now_ns() as c_long
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Get_ticks(ticks64: *mut c_void) {
-    ffi::put(ticks64 as *mut u64, sys::segv::now_ns());
+pub unsafe extern "C" fn SMI_Get_ticks(ticks64: *mut c_void) {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { ffi::put(ticks64 as *mut u64, sys::segv::now_ns()) };
 }
 
 #[no_mangle]
@@ -274,11 +320,16 @@ pub extern "C" fn SMI_Watchdog_callback(f: Option<extern "C" fn()>) -> c_int {
 
 // -------------------------------------------------------------------------- I/O redirection
 
-fn redirect(s: &crate::Smi, mode: c_int, param: *mut c_void, fd: i32, read: bool) -> Res {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn redirect(s: &crate::Smi, mode: c_int, param: *mut c_void, fd: i32, read: bool) -> Res {
     match mode {
         IO_ASIS => Ok(()),
         IO_FILE => {
-            let name = ffi::string(param as *const c_char).ok_or(SMI_ERR_PARAM)?;
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            let name = unsafe { ffi::string(param as *const c_char) }.ok_or(SMI_ERR_PARAM)?;
             let path = format!("{name}.{}", s.me);
             ffi::redirect_fd(fd, &path, read).map_err(|e| {
                 eprintln!("smi[{}]: SMI_Redirect_IO: {path}: {e}", s.me);
@@ -289,8 +340,12 @@ fn redirect(s: &crate::Smi, mode: c_int, param: *mut c_void, fd: i32, read: bool
     }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Redirect_IO(
+pub unsafe extern "C" fn SMI_Redirect_IO(
     err: c_int,
     errparam: *mut c_void,
     out_: c_int,
@@ -306,8 +361,14 @@ pub extern "C" fn SMI_Redirect_IO(
             }
         }
         sys::flush_stdio();
-        redirect(s, err, errparam, 2, false)?;
-        redirect(s, out_, outparam, 1, false)?;
-        redirect(s, in_, inparam, 0, true)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { redirect(s, err, errparam, 2, false) }?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { redirect(s, out_, outparam, 1, false) }?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { redirect(s, in_, inparam, 0, true) }
     })
 }

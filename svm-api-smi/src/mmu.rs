@@ -184,17 +184,27 @@ fn imalloc(s: &Smi, size: usize, id: c_int) -> Res<usize> {
     Ok(base + off)
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Imalloc(size: usize, region_id: c_int, address: *mut c_void) -> c_int {
+pub unsafe extern "C" fn SMI_Imalloc(size: usize, region_id: c_int, address: *mut c_void) -> c_int {
     entry("SMI_Imalloc", || {
         let s = smi()?;
         let a = imalloc(s, size, region_id)?;
-        out(address as *mut usize, a)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(address as *mut usize, a) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Cmalloc(size: usize, region_id: c_int, address: *mut c_void) -> c_int {
+pub unsafe extern "C" fn SMI_Cmalloc(size: usize, region_id: c_int, address: *mut c_void) -> c_int {
     entry("SMI_Cmalloc", || {
         let s = smi()?;
         let (h, _, _) = heap_of(s, region_id)?;
@@ -208,7 +218,9 @@ pub extern "C" fn SMI_Cmalloc(size: usize, region_id: c_int, address: *mut c_voi
         if a == 0 {
             return Err(SMI_ERR_NOMEM);
         }
-        out(address as *mut usize, a)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(address as *mut usize, a) }
     })
 }
 
@@ -221,13 +233,21 @@ fn ifree(s: &Smi, a: usize) -> Res {
     }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Ifree(address: *mut c_void) -> c_int {
+pub unsafe extern "C" fn SMI_Ifree(address: *mut c_void) -> c_int {
     entry("SMI_Ifree", || ifree(smi()?, address as usize))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Cfree(address: *mut c_void) -> c_int {
+pub unsafe extern "C" fn SMI_Cfree(address: *mut c_void) -> c_int {
     entry("SMI_Cfree", || {
         let s = smi()?;
         heap_at(s, address as usize)?;
@@ -260,8 +280,12 @@ pub extern "C" fn SMI_Nodemem_alloc(size: usize) -> *mut c_void {
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Nodemem_free(buf: *mut c_void) -> c_int {
+pub unsafe extern "C" fn SMI_Nodemem_free(buf: *mut c_void) -> c_int {
     entry("SMI_Nodemem_free", || {
         smi()?;
         api::free_local_addr(buf as usize).map_err(|_| SMI_ERR_BADADR)

@@ -106,7 +106,15 @@ fn lookup(s: &Smi, owner: usize, key: u64) -> Res<(usize, usize)> {
     )
 }
 
-fn create(s: &Smi, region_type: c_int, info: &RegionInfo, address: *mut c_void) -> Res<Region> {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn create(
+    s: &Smi,
+    region_type: c_int,
+    info: &RegionInfo,
+    address: *mut c_void,
+) -> Res<Region> {
     let Some((kind, flags)) = Kind::parse(region_type) else {
         eprintln!("smi[{}]: unknown region type {region_type:#x}", s.me);
         return Err(SMI_ERR_PARAM);
@@ -184,8 +192,12 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo, address: *mut c_void) 
         }
         Kind::Customized => {
             let k = usize::try_from(info.nbr_sgmts).map_err(|_| SMI_ERR_PARAM)?;
-            let owners = ffi::read_array(info.sgmt_owner, k).ok_or(SMI_ERR_PARAM)?;
-            let sizes = ffi::read_array(info.sgmt_size, k).ok_or(SMI_ERR_PARAM)?;
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            let owners = unsafe { ffi::read_array(info.sgmt_owner, k) }.ok_or(SMI_ERR_PARAM)?;
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            let sizes = unsafe { ffi::read_array(info.sgmt_size, k) }.ok_or(SMI_ERR_PARAM)?;
             if k == 0 {
                 return Err(SMI_ERR_PARAM);
             }
@@ -244,12 +256,16 @@ fn create(s: &Smi, region_type: c_int, info: &RegionInfo, address: *mut c_void) 
             if flags.has(Flag::Register) {
                 // The program's own buffer (in `*address`) is exported through a DSM copy
                 // kept equal to it at every SMI synchronisation point (docs/smi.md).
-                let user = ffi::get(address as *const usize).unwrap_or(0);
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                let user = unsafe { ffi::get(address as *const usize) }.unwrap_or(0);
                 if user == 0 {
                     let _ = api::free_local_addr(m.addr());
                     return Err(SMI_ERR_BADADR);
                 }
-                if !crate::registered::add(s, user, m.addr(), info.size) {
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                if !unsafe { crate::registered::add(s, user, m.addr(), info.size) } {
                     let _ = api::free_local_addr(m.addr());
                     return Err(SMI_ERR_BADADR);
                 }
@@ -360,21 +376,32 @@ fn connect(s: &Smi, r: &mut Region, want: usize) -> Res {
     Ok(())
 }
 
-fn region_out(r: &Region, address: *mut c_void) -> Res {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn region_out(r: &Region, address: *mut c_void) -> Res {
     if let Some(f) = &r.frags {
         // FRAGMENTED: the caller's array receives one address per process.
-        return if ffi::write_array(address as *mut usize, f) {
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        return if unsafe { ffi::write_array(address as *mut usize, f) } {
             Ok(())
         } else {
             Err(SMI_ERR_PARAM)
         };
     }
     let a = if r.connected && r.mapped { r.addr } else { 0 };
-    out(address as *mut usize, a)
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { out(address as *mut usize, a) }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Create_shreg(
+pub unsafe extern "C" fn SMI_Create_shreg(
     region_type: c_int,
     info: *mut RegionInfo,
     id: *mut c_int,
@@ -382,20 +409,33 @@ pub extern "C" fn SMI_Create_shreg(
 ) -> c_int {
     entry("SMI_Create_shreg", || {
         let s = smi()?;
-        let info = ffi::get(info as *const RegionInfo).ok_or(SMI_ERR_PARAM)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let info = unsafe { ffi::get(info as *const RegionInfo) }.ok_or(SMI_ERR_PARAM)?;
         if id.is_null() || address.is_null() {
             return Err(SMI_ERR_PARAM);
         }
-        let r = create(s, region_type, &info, address)?;
-        out(id, r.id)?;
-        region_out(&r, address)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let r = unsafe { create(s, region_type, &info, address) }?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(id, r.id) }?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { region_out(&r, address) }?;
         s.st().regions.push(r);
         Ok(())
     })
 }
 
-fn init_reginfo(info: *mut RegionInfo, v: RegionInfo) -> c_int {
-    entry("SMI_Init_reginfo", || out(info, v))
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn init_reginfo(info: *mut RegionInfo, v: RegionInfo) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Init_reginfo", || unsafe { out(info, v) })
 }
 
 fn reginfo(
@@ -423,9 +463,13 @@ fn reginfo(
     }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "C" fn SMI_Init_reginfo_full(
+pub unsafe extern "C" fn SMI_Init_reginfo_full(
     info: *mut RegionInfo,
     size: usize,
     offset: usize,
@@ -435,14 +479,22 @@ pub extern "C" fn SMI_Init_reginfo_full(
     sgmt_id: c_int,
     cb: Option<Callback>,
 ) -> c_int {
-    init_reginfo(
-        info,
-        reginfo(size, offset, owner, loc_adpt, rmt_adpt, sgmt_id, cb),
-    )
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe {
+        init_reginfo(
+            info,
+            reginfo(size, offset, owner, loc_adpt, rmt_adpt, sgmt_id, cb),
+        )
+    }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Init_reginfo_short(
+pub unsafe extern "C" fn SMI_Init_reginfo_short(
     info: *mut RegionInfo,
     size: c_int,
     owner: c_int,
@@ -450,14 +502,22 @@ pub extern "C" fn SMI_Init_reginfo_short(
     if size < 0 {
         return SMI_ERR_PARAM;
     }
-    init_reginfo(
-        info,
-        reginfo(size as usize, 0, owner, ADPT_DEFAULT, ADPT_DEFAULT, 0, None),
-    )
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe {
+        init_reginfo(
+            info,
+            reginfo(size as usize, 0, owner, ADPT_DEFAULT, ADPT_DEFAULT, 0, None),
+        )
+    }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Connect_shreg(id: c_int, address: *mut c_void) -> c_int {
+pub unsafe extern "C" fn SMI_Connect_shreg(id: c_int, address: *mut c_void) -> c_int {
     entry("SMI_Connect_shreg", || {
         let s = smi()?;
         // Take the region out while connecting (the lookup may wait).
@@ -475,7 +535,9 @@ pub extern "C" fn SMI_Connect_shreg(id: c_int, address: *mut c_void) -> c_int {
         } else {
             connect(s, &mut r, 0)
         };
-        let res = res.and_then(|_| region_out(&r, address));
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let res = res.and_then(|_| unsafe { region_out(&r, address) });
         s.st().regions.push(r);
         res
     })
@@ -579,26 +641,46 @@ pub extern "C" fn SMI_Set_region_callback(id: c_int, cb: Option<Callback>) -> c_
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Adr_to_region(adr: *mut c_void, id: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Adr_to_region(adr: *mut c_void, id: *mut c_int) -> c_int {
     entry("SMI_Adr_to_region", || {
         let s = smi()?;
         let r = find_range(s, adr as usize, 1)?;
-        out(id, r)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(id, r) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Range_to_region(adr: *mut c_void, len: usize, id: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Range_to_region(
+    adr: *mut c_void,
+    len: usize,
+    id: *mut c_int,
+) -> c_int {
     entry("SMI_Range_to_region", || {
         let s = smi()?;
         let r = find_range(s, adr as usize, len)?;
-        out(id, r)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(id, r) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Region_layout(id: c_int, r: *mut *mut RLayout) -> c_int {
+pub unsafe extern "C" fn SMI_Region_layout(id: c_int, r: *mut *mut RLayout) -> c_int {
     entry("SMI_Region_layout", || {
         let s = smi()?;
         let (size, adr, segs) = with_region(s, id, |g| Ok((g.size, g.addr, g.segs.clone())))?;
@@ -617,37 +699,53 @@ pub extern "C" fn SMI_Region_layout(id: c_int, r: *mut *mut RLayout) -> c_int {
                 seg_adr as _,
                 seg_machine as _,
             ] {
-                ffi::free(p);
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                unsafe { ffi::free(p) };
             }
             return Err(SMI_ERR_NOMEM);
         }
-        ffi::put(
-            l,
-            RLayout {
-                nsegments: segs.len(),
-                size,
-                adr: adr as *mut u8,
-                seg_size,
-                seg_adr,
-                seg_machine,
-            },
-        );
-        out(r, l)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe {
+            ffi::put(
+                l,
+                RLayout {
+                    nsegments: segs.len(),
+                    size,
+                    adr: adr as *mut u8,
+                    seg_size,
+                    seg_adr,
+                    seg_machine,
+                },
+            )
+        };
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(r, l) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Get_region_locator(id: c_int, loc: *mut Locator) -> c_int {
+pub unsafe extern "C" fn SMI_Get_region_locator(id: c_int, loc: *mut Locator) -> c_int {
     entry("SMI_Get_region_locator", || {
         let s = smi()?;
         let (owner, sg) = with_region(s, id, |r| Ok((r.owner, r.sgmt_id)))?;
-        out(
-            loc,
-            Locator {
-                sci_id: owner as c_int,
-                segment_id: sg,
-            },
-        )
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe {
+            out(
+                loc,
+                Locator {
+                    sci_id: owner as c_int,
+                    segment_id: sg,
+                },
+            )
+        }
     })
 }
 

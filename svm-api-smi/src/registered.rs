@@ -56,11 +56,19 @@ fn diff_runs(a: &[u8], b: &[u8]) -> Vec<(usize, usize)> {
 
 /// Registers `len` bytes at `user` with the DSM copy at `copy` (filled with the buffer's
 /// contents). False when the buffer cannot be read.
-pub(crate) fn add(_s: &crate::Smi, user: usize, copy: usize, len: usize) -> bool {
-    let Some(cur) = ffi::bytes_from(user, len) else {
+///
+/// # Safety
+/// Each address argument is 0 or valid for the access described above: the contract of the
+/// exported function that passes on its C caller's buffers.
+pub(crate) unsafe fn add(_s: &crate::Smi, user: usize, copy: usize, len: usize) -> bool {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    let Some(cur) = (unsafe { ffi::bytes_from(user, len) }) else {
         return false;
     };
-    if !ffi::bytes_to(copy, &cur) {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    if !unsafe { ffi::bytes_to(copy, &cur) } {
         return false;
     }
     let mut t = table();
@@ -91,16 +99,24 @@ pub(crate) fn sync() {
     let mut t = table();
     for r in t.iter_mut() {
         // Out: what this process wrote into its buffer.
-        if let Some(cur) = ffi::bytes_from(r.user, r.len) {
+        // SAFETY: `r.user` and `r.copy` are `r.len` bytes each: the C program's buffer,
+        // which SMI's contract keeps valid while registered, and its DSM copy made by `add`.
+        if let Some(cur) = unsafe { ffi::bytes_from(r.user, r.len) } {
             for (a, b) in diff_runs(&cur, &r.twin) {
-                ffi::bytes_to(r.copy + a, &cur[a..b]);
+                // SAFETY: `r.user` and `r.copy` are `r.len` bytes each: the C program's buffer,
+                // which SMI's contract keeps valid while registered, and its DSM copy made by `add`.
+                unsafe { ffi::bytes_to(r.copy + a, &cur[a..b]) };
                 r.twin[a..b].copy_from_slice(&cur[a..b]);
             }
         }
         // In: what others wrote into the copy.
-        if let Some(cpy) = ffi::bytes_from(r.copy, r.len) {
+        // SAFETY: `r.user` and `r.copy` are `r.len` bytes each: the C program's buffer,
+        // which SMI's contract keeps valid while registered, and its DSM copy made by `add`.
+        if let Some(cpy) = unsafe { ffi::bytes_from(r.copy, r.len) } {
             for (a, b) in diff_runs(&cpy, &r.twin) {
-                ffi::bytes_to(r.user + a, &cpy[a..b]);
+                // SAFETY: `r.user` and `r.copy` are `r.len` bytes each: the C program's buffer,
+                // which SMI's contract keeps valid while registered, and its DSM copy made by `add`.
+                unsafe { ffi::bytes_to(r.user + a, &cpy[a..b]) };
                 r.twin[a..b].copy_from_slice(&cpy[a..b]);
             }
         }

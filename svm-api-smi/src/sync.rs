@@ -28,8 +28,12 @@ fn mutex_lock_id(s: &Smi, id: c_int) -> Res<u64> {
     Ok(s.sync_id(K_MUTEX, m as u64, home))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_MUTEX_INIT(id: *mut c_int, _algorithm: c_int, prank: c_int) -> c_int {
+pub unsafe extern "C" fn SMI_MUTEX_INIT(id: *mut c_int, _algorithm: c_int, prank: c_int) -> c_int {
     entry("SMI_MUTEX_INIT", || {
         let s = smi()?;
         if id.is_null() || prank >= s.n as c_int || prank < -1 {
@@ -43,7 +47,9 @@ pub extern "C" fn SMI_MUTEX_INIT(id: *mut c_int, _algorithm: c_int, prank: c_int
             st.mutexes.push(Some(home));
             m
         };
-        out(id, m as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(id, m as c_int) }
     })
 }
 
@@ -63,8 +69,12 @@ pub extern "C" fn SMI_Mutex_lock(id: c_int) -> c_int {
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Mutex_trylock(id: c_int, acquired: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Mutex_trylock(id: c_int, acquired: *mut c_int) -> c_int {
     entry("SMI_Mutex_trylock", || {
         let s = smi()?;
         if acquired.is_null() {
@@ -72,13 +82,17 @@ pub extern "C" fn SMI_Mutex_trylock(id: c_int, acquired: *mut c_int) -> c_int {
         }
         let l = mutex_lock_id(s, id)?;
         if s.st().held.contains(&mutex_index(id)) {
-            return out(acquired, 1);
+            // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+            // `# Safety`) makes each NULL or valid for this access.
+            return unsafe { out(acquired, 1) };
         }
         let got = sv(api::try_lock_id(l))?;
         if got {
             s.st().held.insert(mutex_index(id));
         }
-        out(acquired, got as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(acquired, got as c_int) }
     })
 }
 
@@ -111,13 +125,19 @@ pub extern "C" fn SMI_Mutex_destroy(id: c_int) -> c_int {
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Location_of_mutex(id: c_int, prank: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Location_of_mutex(id: c_int, prank: *mut c_int) -> c_int {
     entry("SMI_Location_of_mutex", || {
         let s = smi()?;
         mutex_lock_id(s, id)?;
         let home = s.st().mutexes[(id & !NOCONSISTENCY) as usize].unwrap_or(0);
-        out(prank, home as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(prank, home as c_int) }
     })
 }
 
@@ -139,8 +159,16 @@ pub extern "C" fn SMI_BARRIER(id: c_int) -> c_int {
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_BARRIER_INIT(id: *mut c_int, _algorithm: c_int, _is_active: c_int) -> c_int {
+pub unsafe extern "C" fn SMI_BARRIER_INIT(
+    id: *mut c_int,
+    _algorithm: c_int,
+    _is_active: c_int,
+) -> c_int {
     entry("SMI_BARRIER_INIT", || {
         let s = smi()?;
         if id.is_null() {
@@ -152,7 +180,9 @@ pub extern "C" fn SMI_BARRIER_INIT(id: *mut c_int, _algorithm: c_int, _is_active
             st.barriers.push(true);
             st.barriers.len() - 1
         };
-        out(id, b as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(id, b as c_int) }
     })
 }
 
@@ -224,8 +254,12 @@ fn pc_proc(s: &Smi, p: c_int) -> Res<usize> {
     }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Init_PC(id: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Init_PC(id: *mut c_int) -> c_int {
     entry("SMI_Init_PC", || {
         let s = smi()?;
         if id.is_null() {
@@ -244,7 +278,9 @@ pub extern "C" fn SMI_Init_PC(id: *mut c_int) -> c_int {
             st.pcs.len() - 1
         };
         s.barrier()?;
-        out(id, i as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(id, i as c_int) }
     })
 }
 
@@ -280,14 +316,20 @@ fn get_pc(s: &Smi, id: c_int, p: usize) -> Res<u64> {
     s.locked(pc_lock(s, id, p), || w.get(pc_word(s, p)))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Get_PC(id: c_int, proc_: c_int, val: *mut c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Get_PC(id: c_int, proc_: c_int, val: *mut c_int) -> c_int {
     entry("SMI_Get_PC", || {
         let s = smi()?;
         let id = id & !NOCONSISTENCY;
         let p = pc_proc(s, proc_)?;
         let v = get_pc(s, id, p)?;
-        out(val, v.min(c_int::MAX as u64) as c_int)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(val, v.min(c_int::MAX as u64) as c_int) }
     })
 }
 

@@ -17,7 +17,11 @@ use crate::table::with_region;
 use crate::{entry, ffi, out, smi, sv, Res, Smi, TAG_MSG, TAG_SIGNAL};
 
 /// Handle values are opaque to C and never dereferenced: a registry maps them to a status.
-fn new_handle(s: &Smi, status: c_int, h: *mut usize) -> Res {
+///
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn new_handle(s: &Smi, status: c_int, h: *mut usize) -> Res {
     if h.is_null() {
         return Err(SMI_ERR_PARAM);
     }
@@ -28,11 +32,18 @@ fn new_handle(s: &Smi, status: c_int, h: *mut usize) -> Res {
         st.handles.insert(v, status);
         v
     };
-    out(h, v)
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    unsafe { out(h, v) }
 }
 
-fn memcpy(s: &Smi, dst: usize, src: usize, len: usize, flags: c_int) -> Res {
-    if !ffi::copy(dst, src, len) {
+/// # Safety
+/// Each address argument is 0 or valid for the access described above: the contract of the
+/// exported function that passes on its C caller's buffers.
+unsafe fn memcpy(s: &Smi, dst: usize, src: usize, len: usize, flags: c_int) -> Res {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    if !unsafe { ffi::copy(dst, src, len) } {
         return Err(SMI_ERR_PARAM);
     }
     if flags & MEMCPY_NOBARRIER == 0 {
@@ -41,20 +52,30 @@ fn memcpy(s: &Smi, dst: usize, src: usize, len: usize, flags: c_int) -> Res {
     Ok(())
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Memcpy(
+pub unsafe extern "C" fn SMI_Memcpy(
     dst: *mut c_void,
     src: *mut c_void,
     len: usize,
     flags: c_int,
 ) -> c_int {
     entry("SMI_Memcpy", || {
-        memcpy(smi()?, dst as usize, src as usize, len, flags)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { memcpy(smi()?, dst as usize, src as usize, len, flags) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Imemcpy(
+pub unsafe extern "C" fn SMI_Imemcpy(
     dst: *mut c_void,
     src: *mut c_void,
     len: usize,
@@ -66,8 +87,12 @@ pub extern "C" fn SMI_Imemcpy(
         if h.is_null() {
             return Err(SMI_ERR_PARAM);
         }
-        let r = memcpy(s, dst as usize, src as usize, len, flags);
-        new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let r = unsafe { memcpy(s, dst as usize, src as usize, len, flags) };
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h) }
     })
 }
 
@@ -94,19 +119,28 @@ pub extern "C" fn SMI_Memtest(h: usize) -> c_int {
     entry("SMI_Memtest", || wait_handle(smi()?, h, false))
 }
 
-fn all(n: c_int, h: *mut usize, status: *mut c_int, remove: bool) -> Res {
+/// # Safety
+/// Each pointer argument is NULL or valid for the access described above: the contract of
+/// the exported function that passes on its C caller's pointers.
+unsafe fn all(n: c_int, h: *mut usize, status: *mut c_int, remove: bool) -> Res {
     let s = smi()?;
-    let hs = ffi::read_array(
-        h as *const usize,
-        usize::try_from(n).map_err(|_| SMI_ERR_PARAM)?,
-    )
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    let hs = unsafe {
+        ffi::read_array(
+            h as *const usize,
+            usize::try_from(n).map_err(|_| SMI_ERR_PARAM)?,
+        )
+    }
     .ok_or(SMI_ERR_PARAM)?;
     let res: Vec<c_int> = hs
         .iter()
         .map(|x| wait_handle(s, *x, remove).err().unwrap_or(SMI_SUCCESS))
         .collect();
     if !status.is_null() {
-        ffi::write_array(status, &res);
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { ffi::write_array(status, &res) };
     }
     match res.iter().find(|c| **c != SMI_SUCCESS) {
         Some(e) => Err(*e),
@@ -114,14 +148,26 @@ fn all(n: c_int, h: *mut usize, status: *mut c_int, remove: bool) -> Res {
     }
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_MemwaitAll(n: c_int, h: *mut usize, status: *mut c_int) -> c_int {
-    entry("SMI_MemwaitAll", || all(n, h, status, true))
+pub unsafe extern "C" fn SMI_MemwaitAll(n: c_int, h: *mut usize, status: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_MemwaitAll", || unsafe { all(n, h, status, true) })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_MemtestAll(n: c_int, h: *mut usize, status: *mut c_int) -> c_int {
-    entry("SMI_MemtestAll", || all(n, h, status, false))
+pub unsafe extern "C" fn SMI_MemtestAll(n: c_int, h: *mut usize, status: *mut c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_MemtestAll", || unsafe { all(n, h, status, false) })
 }
 
 /// Address of `[offset, offset+len)` of a region (RDMA regions included).
@@ -134,26 +180,52 @@ fn region_range(s: &Smi, region: c_int, offset: c_int, len: usize) -> Res<usize>
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Put(region: c_int, offset: c_int, src: *mut c_void, len: usize) -> c_int {
+pub unsafe extern "C" fn SMI_Put(
+    region: c_int,
+    offset: c_int,
+    src: *mut c_void,
+    len: usize,
+) -> c_int {
     entry("SMI_Put", || {
         let s = smi()?;
         let a = region_range(s, region, offset, len)?;
-        memcpy(s, a, src as usize, len, 0)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { memcpy(s, a, src as usize, len, 0) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Get(dst: *mut c_void, region: c_int, offset: c_int, len: usize) -> c_int {
+pub unsafe extern "C" fn SMI_Get(
+    dst: *mut c_void,
+    region: c_int,
+    offset: c_int,
+    len: usize,
+) -> c_int {
     entry("SMI_Get", || {
         let s = smi()?;
         let a = region_range(s, region, offset, len)?;
-        memcpy(s, dst as usize, a, len, MEMCPY_NOBARRIER)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { memcpy(s, dst as usize, a, len, MEMCPY_NOBARRIER) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Iput(
+pub unsafe extern "C" fn SMI_Iput(
     region: c_int,
     offset: c_int,
     src: *mut c_void,
@@ -166,13 +238,21 @@ pub extern "C" fn SMI_Iput(
             return Err(SMI_ERR_PARAM);
         }
         let a = region_range(s, region, offset, len)?;
-        let r = memcpy(s, a, src as usize, len, 0);
-        new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let r = unsafe { memcpy(s, a, src as usize, len, 0) };
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Iget(
+pub unsafe extern "C" fn SMI_Iget(
     dst: *mut c_void,
     region: c_int,
     offset: c_int,
@@ -185,8 +265,12 @@ pub extern "C" fn SMI_Iget(
             return Err(SMI_ERR_PARAM);
         }
         let a = region_range(s, region, offset, len)?;
-        let r = memcpy(s, dst as usize, a, len, MEMCPY_NOBARRIER);
-        new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let r = unsafe { memcpy(s, dst as usize, a, len, MEMCPY_NOBARRIER) };
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { new_handle(s, r.err().unwrap_or(SMI_SUCCESS), h) }
     })
 }
 
@@ -204,8 +288,12 @@ pub extern "C" fn SMI_Check_transfer(flags: c_int) -> c_int {
     entry("SMI_Check_transfer", || check(smi()?, flags))
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Check_transfer_addr(adr: *mut c_void, flags: c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Check_transfer_addr(adr: *mut c_void, flags: c_int) -> c_int {
     entry("SMI_Check_transfer_addr", || {
         let s = smi()?;
         crate::table::find_range(s, adr as usize, 1)?;
@@ -285,8 +373,12 @@ pub struct SignalHandle {
     pub arg: *mut c_void,
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Signal_setCallBack(
+pub unsafe extern "C" fn SMI_Signal_setCallBack(
     rank: c_int,
     fcn: Option<extern "C" fn(*mut c_void)>,
     arg: *mut c_void,
@@ -321,45 +413,66 @@ pub extern "C" fn SMI_Signal_setCallBack(
         let t = match t {
             Ok(t) => t,
             Err(e) => {
-                ffi::free(hp as *mut c_void);
+                // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+                // `# Safety`) makes each NULL or valid for this access.
+                unsafe { ffi::free(hp as *mut c_void) };
                 eprintln!("smi[{}]: cannot start a signal thread: {e}", s.me);
                 return Err(SMI_ERR_OTHER);
             }
         };
         use std::os::unix::thread::JoinHandleExt;
-        ffi::put(
-            hp,
-            SignalHandle {
-                thread: t.as_pthread_t(),
-                rank,
-                fcn,
-                arg,
-            },
-        );
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe {
+            ffi::put(
+                hp,
+                SignalHandle {
+                    thread: t.as_pthread_t(),
+                    rank,
+                    fcn,
+                    arg,
+                },
+            )
+        };
         s.st().signal_threads.insert(hp as usize, t);
-        out(handle, hp)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(handle, hp) }
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Signal_joinCallBack(handle: *mut *mut SignalHandle) -> c_int {
+pub unsafe extern "C" fn SMI_Signal_joinCallBack(handle: *mut *mut SignalHandle) -> c_int {
     entry("SMI_Signal_joinCallBack", || {
         let s = smi()?;
-        let hp = ffi::get(handle as *const *mut SignalHandle).ok_or(SMI_ERR_PARAM)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        let hp = unsafe { ffi::get(handle as *const *mut SignalHandle) }.ok_or(SMI_ERR_PARAM)?;
         let t = s
             .st()
             .signal_threads
             .remove(&(hp as usize))
             .ok_or(SMI_ERR_PARAM)?;
         let _ = t.join();
-        ffi::free(hp as *mut c_void);
-        out(handle, std::ptr::null_mut())
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { ffi::free(hp as *mut c_void) };
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { out(handle, std::ptr::null_mut()) }
     })
 }
 
 // ------------------------------------------------------------------------------ messages
 
-fn send(s: &Smi, buf: usize, count: c_int, dest: c_int) -> Res {
+/// # Safety
+/// Each address argument is 0 or valid for the access described above: the contract of the
+/// exported function that passes on its C caller's buffers.
+unsafe fn send(s: &Smi, buf: usize, count: c_int, dest: c_int) -> Res {
     let p = crate::check_rank(s, dest)?;
     // As in SMI: while an SMI_Isend to `dest` has not been completed by SMI_Send_wait, no other
     // message may go there.
@@ -367,18 +480,25 @@ fn send(s: &Smi, buf: usize, count: c_int, dest: c_int) -> Res {
         return Err(SMI_ERR_PENDING);
     }
     let len = usize::try_from(count).map_err(|_| SMI_ERR_PARAM)?;
-    let data = ffi::bytes_from(buf, len).ok_or(SMI_ERR_PARAM)?;
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    let data = unsafe { ffi::bytes_from(buf, len) }.ok_or(SMI_ERR_PARAM)?;
     sv(api::send_message(p, TAG_MSG, &data))
 }
 
-fn recv(s: &Smi, buf: usize, count: c_int, src: c_int) -> Res {
+/// # Safety
+/// Each address argument is 0 or valid for the access described above: the contract of the
+/// exported function that passes on its C caller's buffers.
+unsafe fn recv(s: &Smi, buf: usize, count: c_int, src: c_int) -> Res {
     if src != SIGNAL_ANY {
         crate::check_rank(s, src)?;
     }
     let cap = usize::try_from(count).map_err(|_| SMI_ERR_PARAM)?;
     let m = sv(api::recv_message(from_filter(src, TAG_MSG), None))?.ok_or(SMI_ERR_OTHER)?;
     let n = m.data.len().min(cap);
-    if !ffi::bytes_to(buf, &m.data[..n]) {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    if !unsafe { ffi::bytes_to(buf, &m.data[..n]) } {
         return Err(SMI_ERR_PARAM);
     }
     if m.data.len() > cap {
@@ -392,21 +512,43 @@ fn recv(s: &Smi, buf: usize, count: c_int, src: c_int) -> Res {
     Ok(())
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Send(buf: *mut c_void, count: c_int, dest: c_int) -> c_int {
-    entry("SMI_Send", || send(smi()?, buf as usize, count, dest))
+pub unsafe extern "C" fn SMI_Send(buf: *mut c_void, count: c_int, dest: c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Send", || unsafe {
+        send(smi()?, buf as usize, count, dest)
+    })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Recv(buf: *mut c_void, count: c_int, src: c_int) -> c_int {
-    entry("SMI_Recv", || recv(smi()?, buf as usize, count, src))
+pub unsafe extern "C" fn SMI_Recv(buf: *mut c_void, count: c_int, src: c_int) -> c_int {
+    // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+    // `# Safety`) makes each NULL or valid for this access.
+    entry("SMI_Recv", || unsafe {
+        recv(smi()?, buf as usize, count, src)
+    })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Isend(buf: *mut c_void, count: c_int, dest: c_int) -> c_int {
+pub unsafe extern "C" fn SMI_Isend(buf: *mut c_void, count: c_int, dest: c_int) -> c_int {
     entry("SMI_Isend", || {
         let s = smi()?;
-        send(s, buf as usize, count, dest)?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { send(s, buf as usize, count, dest) }?;
         s.st().isend.insert(dest as usize);
         Ok(())
     })
@@ -426,8 +568,12 @@ pub extern "C" fn SMI_Send_wait(dest: c_int) -> c_int {
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn SMI_Sendrecv(
+pub unsafe extern "C" fn SMI_Sendrecv(
     sbuf: *mut c_void,
     rbuf: *mut c_void,
     count: c_int,
@@ -435,7 +581,11 @@ pub extern "C" fn SMI_Sendrecv(
 ) -> c_int {
     entry("SMI_Sendrecv", || {
         let s = smi()?;
-        send(s, sbuf as usize, count, peer)?;
-        recv(s, rbuf as usize, count, peer)
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { send(s, sbuf as usize, count, peer) }?;
+        // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
+        // `# Safety`) makes each NULL or valid for this access.
+        unsafe { recv(s, rbuf as usize, count, peer) }
     })
 }

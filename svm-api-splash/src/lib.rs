@@ -36,8 +36,13 @@ fn procs() -> &'static Procs {
 
 /// Called by the `__wrap_main` stub with the program's `argc`/`argv`, its real `main`, and
 /// the bounds of its writable data (`__data_start`, `_end`).
+///
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_splash_main(
+pub unsafe extern "C" fn svm_splash_main(
     argc: c_int,
     argv: *mut *mut c_char,
     real_main: extern "C" fn(c_int, *mut *mut c_char) -> c_int,
@@ -92,8 +97,12 @@ pub extern "C" fn svm_splash_malloc(size: usize) -> *mut c_void {
     })
 }
 
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
 #[no_mangle]
-pub extern "C" fn svm_splash_free(ptr: *mut c_void) {
+pub unsafe extern "C" fn svm_splash_free(ptr: *mut c_void) {
     guard("G_FREE", || {
         if !ptr.is_null() {
             // Memory of other nodes (or already freed) is ignored: SPLASH never relies on it.
@@ -104,7 +113,7 @@ pub extern "C" fn svm_splash_free(ptr: *mut c_void) {
 
 fn create(f: extern "C" fn()) {
     let p = procs();
-    p.dispatch(p.next_target(), sys::fn_addr(f), 0);
+    p.dispatch(p.next_target(), f, 0);
 }
 
 #[no_mangle]

@@ -182,7 +182,11 @@ impl Procs {
     }
 
     /// Runs task (`f`, `arg`) on node `target` (in a new thread there; on this node directly).
-    pub fn dispatch(&self, target: usize, f: usize, arg: u64) {
+    ///
+    /// Only real functions can be shipped (`f`, sent as its address from [`sys::fn_addr`]):
+    /// that is what [`run_c_fn`] on the receiving node relies on.
+    pub fn dispatch(&self, target: usize, f: extern "C" fn(), arg: u64) {
+        let f = sys::fn_addr(f);
         if target == self.me {
             self.spawn(f, arg);
             return;
@@ -288,7 +292,12 @@ pub fn run_main(p: &Procs, argc: c_int, argv: *mut *mut c_char, real_main: CMain
 
 /// Reads the task's function address as a C function of no arguments and runs it.
 pub fn run_c_fn(f: usize, _arg: u64) {
-    match sys::c_fn_at(f) {
+    // SAFETY: task addresses come only from `Procs::dispatch`, which takes a real
+    // `extern "C" fn()` and sends `sys::fn_addr` of it, on a node that runs this executable at
+    // the same addresses (every personality checks that at start). (The queue lives in the
+    // shared window, so a program that scribbles over the runtime's memory could forge one,
+    // as it could break any runtime structure it overwrites.)
+    match unsafe { sys::c_fn_at(f) } {
         Some(func) => func(),
         None => api::abort_job(
             70,

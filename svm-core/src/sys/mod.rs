@@ -720,13 +720,17 @@ fn in_executable_mapping(addr: usize) -> bool {
 /// inside this process's executable code — and otherwise relies on the personalities' start-up
 /// check that every node runs the same executable at the same addresses. None if the check
 /// fails.
-pub fn c_fn_at(addr: usize) -> Option<extern "C" fn()> {
+///
+/// # Safety
+/// `addr` came from [`fn_addr`] of an `extern "C" fn()` on a node that runs this executable at
+/// the same addresses (the personalities check the latter at start); being inside executable
+/// code, which is checked here, does not make an address a function entry.
+pub unsafe fn c_fn_at(addr: usize) -> Option<extern "C" fn()> {
     if addr == 0 || !in_executable_mapping(addr) {
         return None;
     }
-    // SAFETY: `addr` is inside executable code of this process (checked), and it came from
-    // `fn_addr` of the same function on a node running this executable at the same addresses
-    // (checked at start by the personalities), so it is that `extern "C" fn()`.
+    // SAFETY: `addr` is inside executable code of this process (checked) and, by this
+    // function's contract, the address of that `extern "C" fn()` here.
     Some(unsafe { fn_from_addr(addr) })
 }
 
