@@ -1,0 +1,189 @@
+//! The engine thread: polling links, faults and wake-ups, sleeping after a short spin, and
+//! ending lock lingers.
+
+use super::*;
+
+impl Node {
+    // ----------------------------------------------------------------------------------------
+    // The engine thread
+
+    pub(super) fn engine_loop(&self, poller: Poller) {
+        let mut tokens = Vec::new();
+        let mut faults: Vec<Fault> = Vec::new();
+        let mut bufs: Vec<RecvBuf> = (0..self.nodes).map(|_| RecvBuf::new()).collect();
+        let mut closed = vec![false; self.nodes as usize];
+        let mut idle_polls = 0u32;
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let spin_polls = self
+            .cfg
+            .spin_polls
+            .unwrap_or(if self.nodes as usize <= cpus { 64 } else { 0 });
+        let mut last_check = Instant::now();
+        loop {
+            // Spin on a non-blocking poll for a short while after activity (a reply usually
+            // follows within tens of microseconds), then sleep in epoll.
+            let lingering = self.lingering.load(Ordering::Acquire);
+            let timeout = if idle_polls < spin_polls || lingering {
+                0
+            } else {
+                100
+            };
+            if let Err(e) = poller.wait(&mut tokens, timeout) {
+                let st = self.lock_state();
+                self.fatal(Some(&st), &format!("engine poll failed: {e}"));
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            if tokens.is_empty() {
+                idle_polls = idle_polls.saturating_add(1);
+                if idle_polls < spin_polls || lingering {
+                    std::thread::yield_now();
+                } else if timeout > 0 {
+                    // A whole sleep passed without a wake-up: look at every link anyway, so a
+                    // wake-up a transport lost costs one sleep period, never a stuck job.
+                    tokens.extend(
+                        (0..self.nodes)
+                            .filter(|&p| self.links[p as usize].is_some())
+                            .map(|p| PollToken::Peer(p).key()),
+                    );
+                }
+            } else {
+                idle_polls = 0;
+            }
+            let mut st = self.lock_state();
+            for &key in &tokens {
+                let Some(token) = PollToken::of_key(key) else {
+                    continue;
+                };
+                match token {
+                    PollToken::Faults => {
+                        if let Err(e) = self.backend.take_faults(&mut faults) {
+                            self.fatal(Some(&st), &format!("reading faults: {e}"));
+                        }
+                        for f in faults.drain(..) {
+                            self.on_fault(&mut st, f);
+                        }
+                    }
+                    PollToken::Wake => self.wake.drain(),
+                    PollToken::Peer(peer) => {
+                        let peer = peer as usize;
+                        if closed[peer] {
+                            continue;
+                        }
+                        let Some(link) = self.links[peer].as_ref() else {
+                            continue;
+                        };
+                        let alive = match link.recv_available(&mut bufs[peer]) {
+                            Ok(a) => a,
+                            Err(e) => {
+                                if st.goodbye_from[peer] {
+                                    false
+                                } else {
+                                    let why = match e {
+                                        svm_comm::transport::CommError::Lost { why, .. } => why,
+                                        other => other.to_string(),
+                                    };
+                                    self.lost(&st, peer as NodeId, &why)
+                                }
+                            }
+                        };
+                        loop {
+                            let frame = match bufs[peer].next_frame() {
+                                Ok(Some(f)) => f,
+                                Ok(None) => break,
+                                Err(e) => {
+                                    link.close();
+                                    self.fatal(Some(&st), &format!("malformed frame from node {peer}: {e}; connection closed"));
+                                }
+                            };
+                            match wire::decode(frame) {
+                                Ok(f) => {
+                                    let m = st.counters.msgs.entry(f.msg.stat_name()).or_default();
+                                    m.received += 1;
+                                    m.received_bytes += frame.len() as u64;
+                                    if crate::profile::on() {
+                                        let (k, b) = (f.msg.stat_name(), frame.len() as u64);
+                                        crate::profile::message(k, peer as NodeId, b, false);
+                                    }
+                                    self.handle_msg(&mut st, peer as NodeId, f.msg, f.data);
+                                }
+                                Err(e) => {
+                                    link.close();
+                                    self.fatal(Some(&st), &format!("malformed frame from node {peer}: {e}; connection closed"));
+                                }
+                            }
+                        }
+                        if !alive {
+                            if st.goodbye_from[peer] && bufs[peer].pending() == 0 {
+                                closed[peer] = true;
+                                poller.remove(link.poll_fd());
+                            } else {
+                                self.lost(&st, peer as NodeId, "connection closed");
+                            }
+                        }
+                    }
+                }
+                self.drain_loopback(&mut st);
+            }
+            if lingering {
+                self.end_lingers(&mut st);
+            }
+            if last_check.elapsed() >= Duration::from_millis(100) {
+                last_check = Instant::now();
+                let lost_send = st
+                    .send_lost
+                    .iter()
+                    .enumerate()
+                    .find_map(|(peer, l)| match l {
+                        Some((at, why))
+                            if !st.goodbye_from[peer] && at.elapsed() > SEND_LOST_GRACE =>
+                        {
+                            Some(why.clone())
+                        }
+                        _ => None,
+                    });
+                if let Some(why) = lost_send {
+                    self.fatal(Some(&st), &why);
+                }
+                if let Some((_, w)) = st.pages.oldest_waiter() {
+                    let waited = Duration::from_nanos(now_ns().saturating_sub(w.since_ns));
+                    if waited > self.cfg.timeout {
+                        self.fatal(
+                            Some(&st),
+                            &format!(
+                                "a page fault was not served within {:?} (SVM_TIMEOUT)",
+                                self.cfg.timeout
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves on the lock tokens whose linger time has passed.
+    pub(super) fn end_lingers(&self, st: &mut EngineState) {
+        let now = Instant::now();
+        let mut ended = Vec::new();
+        st.lingers.retain(|&(t, lock)| {
+            if t <= now {
+                ended.push(lock);
+                false
+            } else {
+                true
+            }
+        });
+        for lock in ended {
+            let mut evs = Vec::new();
+            st.sync.linger_expired(lock, &mut evs);
+            self.run_sync_events(st, evs);
+        }
+        self.drain_loopback(st);
+        if st.lingers.is_empty() {
+            self.lingering.store(false, Ordering::Release);
+        }
+    }
+}

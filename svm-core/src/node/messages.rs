@@ -1,0 +1,165 @@
+//! Sending frames to peers (and to this node through the loopback queue) and dispatching the
+//! messages that arrive: protocol, synchronisation, user and control messages.
+
+use super::*;
+
+impl Node {
+    // ----------------------------------------------------------------------------------------
+    // Sending
+
+    pub(super) fn send(&self, st: &mut EngineState, to: NodeId, msg: Msg, data: &[u8]) {
+        let name = msg.stat_name();
+        if to == self.me {
+            st.loopback.push_back((msg, data.to_vec()));
+            return;
+        }
+        let seq = st.seq[to as usize];
+        st.seq[to as usize] = seq.wrapping_add(1);
+        if let Err(e) = wire::encode_head(&msg, self.me, seq, data.len(), &mut st.frame) {
+            self.fatal(Some(st), &format!("cannot encode a {name} message: {e}"));
+        }
+        let bytes = (st.frame.len() + data.len()) as u64;
+        let m = st.counters.msgs.entry(name).or_default();
+        m.sent += 1;
+        m.sent_bytes += bytes;
+        if crate::profile::on() {
+            crate::profile::message(name, to, bytes, true);
+        }
+        let Some(link) = self.links.get(to as usize).and_then(|l| l.as_ref()) else {
+            self.fatal(Some(st), &format!("no connection to node {to}"));
+        };
+        if st.send_lost[to as usize].is_some() {
+            return;
+        }
+        if let Err(e) = link.send(&[&st.frame, data]) {
+            // A peer closes its links only once every node has said Goodbye, and its own
+            // Goodbye may still be unread here: then nothing sent to it matters any more. The
+            // receive path reads that Goodbye, or reports the peer lost; the engine's periodic
+            // check ends the job if neither happens in time.
+            if !st.goodbye_from[to as usize] {
+                st.send_lost[to as usize] = Some((Instant::now(), e.to_string()));
+                self.wake.signal();
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Messages
+
+    pub(super) fn handle_msg(&self, st: &mut EngineState, from: NodeId, msg: Msg, data: &[u8]) {
+        if from != self.me {
+            if !st.deferred[from as usize].is_empty() {
+                st.deferred[from as usize].push_back((msg, data.to_vec()));
+                return;
+            }
+            if let Msg::Proto { msg: pm, .. } = &msg {
+                if self.space.is_unknown_collective(pm.page()) {
+                    st.deferred[from as usize].push_back((msg, data.to_vec()));
+                    return;
+                }
+            }
+        }
+        self.dispatch(st, from, msg, data);
+    }
+
+    pub(super) fn dispatch(&self, st: &mut EngineState, from: NodeId, msg: Msg, data: &[u8]) {
+        st.handling_remote = from != self.me;
+        match msg {
+            Msg::Proto { proto, msg } => {
+                let mut acts = Vec::new();
+                match st
+                    .protocols
+                    .get_mut(proto as usize)
+                    .and_then(|p| p.as_mut())
+                {
+                    Some(p) => p.on_message(&self.ctx(), from, &msg, data.len(), &mut acts),
+                    None => self.fatal(
+                        Some(st),
+                        &format!("node {from} sent a message of unknown protocol {proto}"),
+                    ),
+                }
+                self.run_actions(st, proto, acts, data);
+            }
+            Msg::Sync(m) => {
+                if let wire::SyncMsg::LockForward { lock, .. } = m {
+                    self.reclaim_fast(st, lock);
+                }
+                let mut evs = Vec::new();
+                if !st.sems.on_message(from, &m, &mut evs) {
+                    st.sync.on_message(from, &m, &mut evs);
+                }
+                self.run_sync_events(st, evs);
+            }
+            Msg::Goodbye => {
+                st.goodbye_from[from as usize] = true;
+                if st.goodbye_from.iter().all(|g| *g) {
+                    if let Some(w) = st.finish_waiter.take() {
+                        self.complete(st, w, WaitResult::Finished);
+                    }
+                }
+            }
+            Msg::Abort { reason, code } => {
+                if code != 0 {
+                    eprintln!(
+                        "svm: node {}: the job was ended by {reason} (status {code})",
+                        self.me
+                    );
+                }
+                crate::sys::exit_now(code);
+            }
+            Msg::HomeQuery { page } => {
+                let home = self.space.assign_first_touch(page, from);
+                self.send(st, from, Msg::HomeIs { page, home }, &[]);
+            }
+            Msg::HomeIs { page, home } => {
+                self.space.learn_first_touch(page, home);
+                st.home_queries.remove(&page);
+                let e = st.pages.entry(page);
+                let need = e.waiters.iter().map(|w| w.need).max();
+                if let Some(need) = need.filter(|n| *n > e.access) {
+                    let proto = self.space.proto_of(page);
+                    self.fault_to_protocol(st, page, proto, need);
+                }
+            }
+            Msg::User { tag } => {
+                let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
+                b.push_back(UserMessage {
+                    from,
+                    tag,
+                    data: data.to_vec(),
+                });
+                self.user_cv.notify_all();
+            }
+            Msg::Hello { .. } | Msg::PeerTable { .. } => {
+                self.fatal(
+                    Some(st),
+                    &format!("node {from} sent a handshake message after setup (protocol error)"),
+                );
+            }
+        }
+        st.handling_remote = false;
+    }
+
+    pub(super) fn drain_loopback(&self, st: &mut EngineState) {
+        while let Some((msg, data)) = st.loopback.pop_front() {
+            self.dispatch(st, self.me, msg, &data);
+        }
+    }
+
+    /// Re-examines messages held back for collective pages (after a collective allocation).
+    pub fn retry_deferred(&self) {
+        let mut st = self.lock_state();
+        for from in 0..self.nodes as usize {
+            while let Some((msg, _)) = st.deferred[from].front() {
+                if let Msg::Proto { msg: pm, .. } = msg {
+                    if self.space.is_unknown_collective(pm.page()) {
+                        break;
+                    }
+                }
+                let (msg, data) = st.deferred[from].pop_front().expect("front exists");
+                self.dispatch(&mut st, from as NodeId, msg, &data);
+            }
+        }
+        self.drain_loopback(&mut st);
+    }
+}

@@ -1,0 +1,176 @@
+//! The other application-facing operations: fault-detection probe, forgetting destroyed
+//! regions, user messages, the orderly end, statistics.
+
+use super::*;
+
+impl Node {
+    /// Measures fault detection — from a thread touching a page it has no access to, to the
+    /// runtime seeing the fault (SIGSEGV handler entry, or the engine reading the userfaultfd
+    /// event) — over `pages` untouched local pages starting at `addr`. Returns the histogram.
+    pub fn probe_fault_detection(&self, addr: usize, pages: usize) -> crate::stats::Histogram {
+        let ps = self.space.page_size();
+        self.lock_state().counters.fault_detect_ns = crate::stats::Histogram::default();
+        for i in 0..pages {
+            PROBE_T0.store(crate::sys::segv::now_ns(), Ordering::Release);
+            let _: u8 = crate::sys::app_load((addr, pages * ps), addr + i * ps);
+        }
+        PROBE_T0.store(0, Ordering::Release);
+        self.lock_state().counters.fault_detect_ns.clone()
+    }
+
+    /// Forgets every local trace of the pages `pages` of a destroyed region — protocol state,
+    /// protections, twins, engine-held copies, and the memory itself — so the range can be
+    /// allocated again and start as zeros. Called on every node while no thread uses the pages
+    /// and no message about them is in flight (`api::free_collective` makes sure).
+    pub fn forget_pages(&self, pages: std::ops::Range<PageId>) -> Result<(), String> {
+        let mut st = self.lock_state();
+        if let Some(p) = st.pages.forget(pages.clone()) {
+            return Err(format!(
+                "a thread still waits for page {p} of the region being destroyed"
+            ));
+        }
+        for p in st.protocols.iter_mut().flatten() {
+            if !p.forget(pages.clone()) {
+                return Err(format!(
+                    "protocol {} cannot forget pages: destroying regions is not supported with it",
+                    p.name()
+                ));
+            }
+        }
+        let gone = |p: &PageId| pages.contains(p);
+        st.twins.retain(|p, _| !gone(p));
+        st.shadows.retain(|p, _| !gone(p));
+        st.home_queries.retain(|p| !gone(p));
+        let ps = self.space.page_size();
+        let addr = self.space.page_addr(pages.start);
+        let len = (pages.end - pages.start) as usize * ps;
+        self.backend
+            .drop_range(addr, len)
+            .map_err(|e| format!("dropping the memory of {addr:#x}+{len:#x}: {e}"))
+    }
+
+    /// Sends a user message to node `to` (this node included). Messages from one sender to one
+    /// receiver arrive in order.
+    pub fn send_user(&self, to: NodeId, tag: u64, data: &[u8]) {
+        if to == self.me {
+            let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
+            b.push_back(UserMessage {
+                from: to,
+                tag,
+                data: data.to_vec(),
+            });
+            self.user_cv.notify_all();
+            return;
+        }
+        let mut st = self.lock_state();
+        self.send(&mut st, to, Msg::User { tag }, data);
+    }
+
+    /// Takes the first queued user message accepted by `filter`, waiting up to `timeout`
+    /// (None: until `SVM_TIMEOUT` ends the node with a diagnostic). Returns None on timeout.
+    pub fn recv_user(
+        &self,
+        mut filter: impl FnMut(&UserMessage) -> bool,
+        timeout: Option<Duration>,
+    ) -> Option<UserMessage> {
+        let deadline = Instant::now() + timeout.unwrap_or(self.cfg.timeout);
+        let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(i) = b.iter().position(&mut filter) {
+                return b.remove(i);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                if timeout.is_some() {
+                    return None;
+                }
+                drop(b);
+                let st = self.lock_state();
+                self.fatal(
+                    Some(&st),
+                    &format!(
+                        "timed out after {:?} (SVM_TIMEOUT) waiting for a message",
+                        self.cfg.timeout
+                    ),
+                );
+            }
+            b = self
+                .user_cv
+                .wait_timeout(b, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Orderly end: tells every node this one is done and waits until all are, serving
+    /// requests meanwhile; then stops the engine and prints statistics if asked.
+    pub fn finish(&self) {
+        {
+            let st = self.lock_state();
+            if st.goodbye_sent {
+                return;
+            }
+        }
+        self.wait_op(Blocked::Finish, |n, st, w| {
+            st.goodbye_sent = true;
+            for peer in 0..n.nodes {
+                if peer != n.me {
+                    n.send(st, peer, Msg::Goodbye, &[]);
+                }
+            }
+            if st.goodbye_from.iter().all(|g| *g) {
+                n.complete(st, w, WaitResult::Finished);
+            } else {
+                st.finish_waiter = Some(w);
+            }
+        });
+        self.stop.store(true, Ordering::Release);
+        self.wake.signal();
+        if let Some(h) = self.engine.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+        if crate::profile::on() {
+            let st = self.lock_state();
+            crate::profile::flush_writes(&mut |page, b| self.read_local(&st, page, b));
+        }
+        self.backend.shutdown();
+        match self.cfg.stats {
+            StatsMode::Off => {}
+            StatsMode::Text => eprint!("{}", self.stats()),
+            StatsMode::Json => eprintln!("{}", self.stats().to_json()),
+        }
+        for l in self.links.iter().flatten() {
+            l.close();
+        }
+        if crate::profile::on() {
+            crate::profile::finish(&self.stats(), &self.space);
+        }
+    }
+
+    /// Sends an abort to every peer and ends this node (used when the application panics).
+    pub fn abort(&self, why: &str) -> ! {
+        let st = self.state.try_lock().ok();
+        self.fatal(st.as_deref(), why)
+    }
+
+    pub fn stats(&self) -> Stats {
+        let st = self.lock_state();
+        let mut c = st.counters.clone();
+        c.fast_locks = self.fast_count.load(Ordering::Relaxed);
+        for p in st.protocols.iter().flatten() {
+            let ps = p.stats();
+            c.invalidations += ps.invalidations;
+            c.notices_sent += ps.notices_sent;
+            c.notice_invalidations += ps.notice_invalidations;
+            c.pages_read_ahead += ps.pages_read_ahead;
+            c.pages_written_ahead += ps.pages_written_ahead;
+        }
+        Stats::from_counters(
+            &c,
+            self.me,
+            self.nodes,
+            self.protocol_name,
+            self.backend.name(),
+        )
+    }
+}

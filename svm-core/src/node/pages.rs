@@ -1,0 +1,384 @@
+//! Pages: running the protocols' actions (protection changes, installs, diffs, twins) and
+//! turning faults into protocol calls.
+
+use super::*;
+
+impl Node {
+    // ----------------------------------------------------------------------------------------
+    // Protocol actions
+
+    /// Runs the actions protocol `proto` emitted, in order.
+    pub(super) fn run_actions(
+        &self,
+        st: &mut EngineState,
+        proto: u8,
+        actions: Vec<Action>,
+        incoming: &[u8],
+    ) {
+        // A protocol hook just ran: before any action can wake a thread, tell the lock fast
+        // path whether the protocols are still quiescent.
+        self.note_protocols(st);
+        let ps = self.space.page_size();
+        let mut actions = actions.into_iter().peekable();
+        while let Some(a) = actions.next() {
+            match a {
+                Action::Send { to, msg, attach } => match attach {
+                    None => self.send(st, to, Msg::Proto { proto, msg }, &[]),
+                    Some(page) => {
+                        let mut buf = std::mem::take(&mut st.page_buf);
+                        self.read_local(st, page, &mut buf);
+                        st.counters.pages_served += 1;
+                        self.send(st, to, Msg::Proto { proto, msg }, &buf);
+                        st.page_buf = buf;
+                    }
+                },
+                Action::SetAccess { page, access } if self.blank(st, page, access) => {
+                    // A run of blank pages raised together (fault-around): one backend call.
+                    let mut n = 1;
+                    while let Some(Action::SetAccess { page: q, access: a }) = actions.peek() {
+                        if *q != page + n || *a != access || !self.blank(st, *q, access) {
+                            break;
+                        }
+                        n += 1;
+                        actions.next();
+                    }
+                    let addr = self.space.page_addr(page);
+                    let present = match self.backend.set_access(
+                        addr,
+                        n as usize * ps,
+                        Access::None,
+                        access,
+                        false,
+                        None,
+                    ) {
+                        Ok(p) => p,
+                        Err(e) => self.fatal(
+                            Some(st),
+                            &format!("setting pages {page}..{} to {access:?}: {e}", page + n),
+                        ),
+                    };
+                    st.counters.pages_faulted_around += n;
+                    for q in page..page + n {
+                        if crate::profile::on() {
+                            crate::profile::access_change(q, Access::None, access, &mut |b| {
+                                b.fill(0)
+                            });
+                        }
+                        self.apply_access(st, q, access, present);
+                    }
+                }
+                Action::SetAccess { page, access } => {
+                    let addr = self.space.page_addr(page);
+                    let old = st.pages.access(page);
+                    if crate::profile::on() {
+                        crate::profile::access_change(page, old, access, &mut |b| {
+                            self.read_local(st, page, b)
+                        });
+                    }
+                    let (present, initial) = self.materialize_source(st, page);
+                    let present = match self
+                        .backend
+                        .set_access(addr, ps, old, access, present, initial)
+                    {
+                        Ok(p) => p,
+                        Err(e) => {
+                            self.fatal(Some(st), &format!("setting page {page} to {access:?}: {e}"))
+                        }
+                    };
+                    if present {
+                        st.shadows.remove(&page);
+                    }
+                    self.apply_access(st, page, access, present);
+                }
+                Action::InstallIncoming { page, access } => {
+                    if incoming.len() != ps {
+                        self.fatal(
+                            Some(st),
+                            &format!(
+                                "a page grant for page {page} carried {} bytes, expected {ps}",
+                                incoming.len()
+                            ),
+                        );
+                    }
+                    let addr = self.space.page_addr(page);
+                    if crate::profile::on() {
+                        let old = st.pages.access(page);
+                        crate::profile::install(page, old, access, incoming, &mut |b| {
+                            self.read_local(st, page, b)
+                        });
+                    }
+                    let present = st.pages.get(page).is_some_and(|e| e.present);
+                    let present = match self.backend.install(addr, incoming, access, present) {
+                        Ok(p) => p,
+                        Err(e) => self.fatal(Some(st), &format!("installing page {page}: {e}")),
+                    };
+                    st.shadows.remove(&page);
+                    st.counters.pages_fetched += 1;
+                    st.counters.bytes_fetched += ps as u64;
+                    self.apply_access(st, page, access, present);
+                }
+                Action::ReleaseDone { token, notices } => {
+                    if let Some(notices) = Self::fan_in(st, token, notices) {
+                        self.release_done(st, token, notices);
+                    }
+                }
+                Action::AcquireDone { token } => {
+                    if Self::fan_in(st, token, Vec::new()).is_some() {
+                        if let Some(c) = st.acquires.remove(&token) {
+                            for w in c.waiters {
+                                self.complete(st, w, c.result.clone());
+                            }
+                        }
+                    }
+                }
+                Action::MakeTwin { page } => {
+                    if st.twins.contains_key(&page) {
+                        self.fatal(
+                            Some(st),
+                            &format!("protocol error: page {page} already has a twin"),
+                        );
+                    }
+                    let mut twin = vec![0u8; ps];
+                    self.read_local(st, page, &mut twin);
+                    st.twins.insert(page, twin);
+                    st.counters.twins_made += 1;
+                }
+                Action::SendDiffs { to, msg, pages } => {
+                    let mut data = Vec::new();
+                    let mut cur = std::mem::take(&mut st.page_buf);
+                    for page in pages {
+                        let Some(twin) = st.twins.remove(&page) else {
+                            self.fatal(
+                                Some(st),
+                                &format!("protocol error: diff of page {page}, which has no twin"),
+                            );
+                        };
+                        self.read_local(st, page, &mut cur);
+                        let before = data.len();
+                        crate::diff::encode(page, &twin, &cur, &mut data);
+                        if crate::profile::on() {
+                            crate::profile::diff_sent(page, data.len() - before);
+                        }
+                        st.counters.diffs_created += 1;
+                    }
+                    st.page_buf = cur;
+                    st.counters.diff_bytes_sent += data.len() as u64;
+                    self.send(st, to, Msg::Proto { proto, msg }, &data);
+                }
+                Action::ApplyIncomingDiffs => {
+                    if !incoming.is_empty() {
+                        self.apply_diffs(st, incoming);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether raising `page` to `access` only materializes a zero page nobody waits for (it
+    /// may then join a run of such pages raised with one backend call). A page a thread waits
+    /// on is left to the one-page path, which gives it its own frame at once.
+    pub(super) fn blank(&self, st: &EngineState, page: PageId, access: Access) -> bool {
+        access != Access::None
+            && !st.shadows.contains_key(&page)
+            && match st.pages.get(page) {
+                Some(e) => e.access == Access::None && !e.present && e.waiters.is_empty(),
+                None => true,
+            }
+            && match self.materialize_source(st, page) {
+                (false, None) => true,
+                (false, Some(init)) => init.iter().all(|&b| b == 0),
+                (true, _) => false,
+            }
+    }
+
+    /// Copies the local contents of `page` (present, held by the engine, or initial/zeros).
+    pub(super) fn read_local(&self, st: &EngineState, page: PageId, dst: &mut [u8]) {
+        if let Some(sh) = st.shadows.get(&page) {
+            dst.copy_from_slice(sh);
+            return;
+        }
+        let (present, initial) = self.materialize_source(st, page);
+        self.backend
+            .read(self.space.page_addr(page), dst, present, initial);
+    }
+
+    /// Applies a diff message to local contents without changing protections: in place where
+    /// the backend can, otherwise to the engine-held copy the page will be materialized from.
+    pub(super) fn apply_diffs(&self, st: &mut EngineState, data: &[u8]) {
+        let ps = self.space.page_size();
+        let mut patches: Vec<(PageId, usize, Vec<u8>)> = Vec::new();
+        if let Err(e) = crate::diff::apply(data, ps, |page, off, bytes| {
+            patches.push((page, off, bytes.to_vec()))
+        }) {
+            self.fatal(Some(st), &format!("malformed diff message: {e}"));
+        }
+        st.counters.diff_bytes_applied += data.len() as u64;
+        let mut i = 0;
+        while i < patches.len() {
+            let page = patches[i].0;
+            let mut j = i;
+            while j < patches.len() && patches[j].0 == page {
+                j += 1;
+            }
+            st.counters.diffs_applied += 1;
+            let runs: Vec<(usize, &[u8])> =
+                patches[i..j].iter().map(|(_, o, b)| (*o, &b[..])).collect();
+            if crate::profile::on() {
+                crate::profile::diff_applied(page, &runs);
+            }
+            let addr = self.space.page_addr(page);
+            let (access, present) = st
+                .pages
+                .get(page)
+                .map(|e| (e.access, e.present))
+                .unwrap_or_default();
+            let in_place = !st.shadows.contains_key(&page)
+                && match self.backend.patch(addr, ps, access, present, &runs) {
+                    Ok(done) => done,
+                    Err(e) => self.fatal(Some(st), &format!("applying a diff to page {page}: {e}")),
+                };
+            if !in_place {
+                if !st.shadows.contains_key(&page) {
+                    let mut sh = vec![0u8; ps];
+                    self.read_local(st, page, &mut sh);
+                    st.shadows.insert(page, sh);
+                }
+                let sh = st.shadows.get_mut(&page).expect("inserted above");
+                for (off, b) in runs {
+                    sh[off..off + b.len()].copy_from_slice(b);
+                }
+            }
+            i = j;
+        }
+    }
+
+    /// Whether `page` has local contents, and if not, what materializing it must install: a
+    /// static page's take-over contents (only until the page first had local contents; after
+    /// that its contents come from the protocol), else nothing (zeros).
+    pub(super) fn materialize_source<'a>(
+        &'a self,
+        st: &'a EngineState,
+        page: PageId,
+    ) -> (bool, Option<&'a [u8]>) {
+        if let Some(sh) = st.shadows.get(&page) {
+            return (false, Some(sh));
+        }
+        match st.pages.get(page) {
+            Some(e) if e.present => (true, None),
+            Some(e) if e.was_present => (false, None),
+            _ => (false, self.space.initial_contents(page)),
+        }
+    }
+
+    pub(super) fn apply_access(
+        &self,
+        st: &mut EngineState,
+        page: PageId,
+        access: Access,
+        present: bool,
+    ) {
+        let mut woken: Vec<PageWaiter> = Vec::new();
+        st.pages.set_access(page, access, present, &mut woken);
+        if woken.is_empty() {
+            return;
+        }
+        let now = now_ns();
+        let addr = self.space.page_addr(page);
+        for w in woken {
+            if let WaiterRef::Slot(_) = w.waiter {
+                if let Err(e) = self.backend.wake(addr, self.space.page_size(), w.waiter) {
+                    self.fatal(Some(st), &format!("waking a thread on page {page}: {e}"));
+                }
+            }
+            let dt = now.saturating_sub(w.since_ns);
+            if w.need == Access::Write {
+                st.counters.write_fault_ns.record(dt);
+            } else {
+                st.counters.read_fault_ns.record(dt);
+            }
+            if st.handling_remote {
+                st.counters.remote_faults += 1;
+            } else {
+                st.counters.local_faults += 1;
+            }
+            if crate::profile::on() {
+                let write = w.need == Access::Write;
+                crate::profile::fault_served(page, write, w.since_ns, w.tid, st.handling_remote);
+            }
+        }
+    }
+
+    pub(super) fn on_fault(&self, st: &mut EngineState, f: Fault) {
+        if !self.space.contains(f.addr) {
+            return;
+        }
+        // A plain load first: the swap (a locked RMW) only when a probe is under way.
+        let probe = match PROBE_T0.load(Ordering::Acquire) {
+            0 => 0,
+            _ => PROBE_T0.swap(0, Ordering::AcqRel),
+        };
+        if probe != 0 {
+            st.counters
+                .fault_detect_ns
+                .record(f.since_ns.saturating_sub(probe));
+        }
+        let page = self.space.page_of(f.addr);
+        let need = if f.write { Access::Write } else { Access::Read };
+        if f.write {
+            st.counters.write_faults += 1;
+        } else {
+            st.counters.read_faults += 1;
+        }
+        if crate::profile::on() {
+            crate::profile::fault(page, f.write, st.pages.access(page));
+        }
+        let e = st.pages.entry(page);
+        if e.access >= need {
+            // Raced with a resolution that happened after the kernel queued this fault.
+            if let Err(err) = self.backend.wake(f.addr, self.space.page_size(), f.waiter) {
+                self.fatal(Some(st), &format!("waking a thread on page {page}: {err}"));
+            }
+            st.counters.local_faults += 1;
+            return;
+        }
+        e.waiters.push(PageWaiter {
+            waiter: f.waiter,
+            need,
+            since_ns: f.since_ns,
+            tid: f.tid,
+        });
+        let (proto, unresolved) = self.space.fault_route(page);
+        if unresolved {
+            // A first-touch page this node has never dealt with: learn (or become) its home
+            // first; the fault goes to the protocol when the directory answers.
+            if st.home_queries.insert(page) {
+                self.send(st, self.space.directory(page), Msg::HomeQuery { page }, &[]);
+            }
+            return;
+        }
+        self.fault_to_protocol(st, page, proto, need);
+    }
+
+    /// Hands a fault the page table could not satisfy to the page's protocol `proto`.
+    pub(super) fn fault_to_protocol(
+        &self,
+        st: &mut EngineState,
+        page: PageId,
+        proto: u8,
+        need: Access,
+    ) {
+        let mut acts = Vec::new();
+        match st
+            .protocols
+            .get_mut(proto as usize)
+            .and_then(|p| p.as_mut())
+        {
+            Some(p) => p.on_fault(&self.ctx(), page, need, &mut acts),
+            None => self.fatal(
+                Some(st),
+                &format!("page {page} uses protocol {proto}, which this build lacks"),
+            ),
+        }
+        self.run_actions(st, proto, acts, &[]);
+    }
+}

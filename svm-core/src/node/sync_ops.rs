@@ -1,0 +1,382 @@
+//! Synchronisation: releases and acquires fanned in over every protocol, and the locks,
+//! barriers and semaphores the application threads wait on.
+
+use super::*;
+
+impl Node {
+    // ----------------------------------------------------------------------------------------
+    // Synchronization
+
+    pub(super) fn new_token(st: &mut EngineState) -> u64 {
+        let t = st.next_token;
+        st.next_token += 1;
+        t
+    }
+
+    pub(super) fn complete(&self, st: &mut EngineState, w: Waiter, r: WaitResult) {
+        st.blocked.remove(&w);
+        if let Some(c) = st.cells.get(&w) {
+            c.complete(r);
+        }
+    }
+
+    pub(super) fn run_sync_events(&self, st: &mut EngineState, evs: Vec<SyncEvent>) {
+        for ev in evs {
+            match ev {
+                SyncEvent::Send { to, msg } => self.send(st, to, Msg::Sync(msg), &[]),
+                SyncEvent::Granted {
+                    waiter, notices, ..
+                } => self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices),
+                SyncEvent::TryFailed { waiter, .. } => {
+                    self.complete(st, waiter, WaitResult::TryFailed)
+                }
+                SyncEvent::Linger { lock } => {
+                    st.lingers
+                        .push((Instant::now() + crate::sync::LOCK_LINGER, lock));
+                    if !self.lingering.swap(true, Ordering::AcqRel) {
+                        // The engine may be asleep: it must end the linger in time.
+                        self.wake.signal();
+                    }
+                }
+                SyncEvent::BarrierDone {
+                    barrier,
+                    waiters,
+                    notices,
+                } => {
+                    if barrier == GLOBAL_BARRIER {
+                        // Every node takes part in the global barrier: notices kept for locks
+                        // and semaphores from before it are now redundant (see SyncState).
+                        st.sync.clear_lock_notices();
+                        st.sems.clear_notices();
+                    }
+                    let token = Self::new_token(st);
+                    st.acquires.insert(
+                        token,
+                        AcquireCont {
+                            waiters,
+                            result: WaitResult::BarrierDone,
+                        },
+                    );
+                    self.acquire_all(st, token, &notices, true);
+                }
+                SyncEvent::BarrierMismatch {
+                    waiter,
+                    expected,
+                    got,
+                    ..
+                } => self.complete(st, waiter, WaitResult::BarrierMismatch { expected, got }),
+            }
+        }
+    }
+
+    /// The protocol instance of `page`.
+    pub(super) fn protocol_of<'a>(
+        &self,
+        st: &'a EngineState,
+        page: PageId,
+    ) -> Option<&'a dyn Protocol> {
+        st.protocols
+            .get(self.space.proto_of(page) as usize)
+            .and_then(|p| p.as_deref())
+    }
+
+    /// Records one protocol's answer for `token`; returns the gathered notices once every
+    /// protocol has answered.
+    pub(super) fn fan_in(
+        st: &mut EngineState,
+        token: u64,
+        notices: Vec<PageId>,
+    ) -> Option<Vec<PageId>> {
+        let e = st.fanin.get_mut(&token)?;
+        e.0 -= 1;
+        e.1.extend(notices);
+        if e.0 > 0 {
+            return None;
+        }
+        st.fanin.remove(&token).map(|(_, n)| n)
+    }
+
+    /// Runs a release (lock release, semaphore post, barrier arrival with `barrier`) in every
+    /// protocol; it completes when all have answered.
+    pub(super) fn release_all(&self, st: &mut EngineState, token: u64, barrier: bool) {
+        self.in_every_protocol(st, token, |p, ctx, acts| {
+            if barrier {
+                p.on_barrier_arrive(ctx, token, acts)
+            } else {
+                p.on_release(ctx, token, acts)
+            }
+        });
+    }
+
+    /// Runs an acquire (lock grant, semaphore grant, barrier departure with `barrier`) in
+    /// every protocol; the waiters wake when all have answered.
+    pub(super) fn acquire_all(
+        &self,
+        st: &mut EngineState,
+        token: u64,
+        notices: &[PageId],
+        barrier: bool,
+    ) {
+        self.in_every_protocol(st, token, |p, ctx, acts| {
+            if barrier {
+                p.on_barrier_depart(ctx, token, notices, acts)
+            } else {
+                p.on_acquire(ctx, token, notices, acts)
+            }
+        });
+    }
+
+    /// Calls `hook` on every protocol instance for the fanned-in operation `token`, running
+    /// each one's actions as it returns.
+    pub(super) fn in_every_protocol(
+        &self,
+        st: &mut EngineState,
+        token: u64,
+        mut hook: impl FnMut(&mut dyn Protocol, &dyn Context, &mut Vec<Action>),
+    ) {
+        let ids: Vec<u8> = (0..st.protocols.len() as u8)
+            .filter(|i| st.protocols[*i as usize].is_some())
+            .collect();
+        st.fanin.insert(token, (ids.len(), Vec::new()));
+        for id in ids {
+            let mut acts = Vec::new();
+            if let Some(p) = st.protocols[id as usize].as_mut() {
+                hook(p.as_mut(), &self.ctx(), &mut acts);
+            }
+            self.run_actions(st, id, acts, &[]);
+        }
+    }
+
+    pub(super) fn start_acquire(
+        &self,
+        st: &mut EngineState,
+        waiters: Vec<Waiter>,
+        result: WaitResult,
+        notices: &[PageId],
+    ) {
+        let token = Self::new_token(st);
+        st.acquires.insert(token, AcquireCont { waiters, result });
+        self.acquire_all(st, token, notices, false);
+    }
+
+    pub(super) fn release_done(&self, st: &mut EngineState, token: u64, notices: Vec<PageId>) {
+        let Some(c) = st.releases.remove(&token) else {
+            return;
+        };
+        let mut evs = Vec::new();
+        match c {
+            ReleaseCont::Unlock { lock, waiter } => {
+                match st.sync.lock_release(lock, waiter, notices, &mut evs) {
+                    Ok(()) => {
+                        self.run_sync_events(st, evs);
+                        self.publish_fast(st, lock);
+                        self.complete(st, waiter, WaitResult::Released);
+                    }
+                    Err(_) => self.complete(st, waiter, WaitResult::NotHolder),
+                }
+            }
+            ReleaseCont::SemPost { sem, waiter } => {
+                st.sems.post(sem, notices, &mut evs);
+                self.run_sync_events(st, evs);
+                self.complete(st, waiter, WaitResult::Released);
+            }
+            ReleaseCont::Barrier {
+                barrier,
+                count,
+                waiter,
+            } => {
+                let arrived = match count {
+                    Some(count) => st
+                        .sync
+                        .barrier_arrive(barrier, count, waiter, notices, &mut evs),
+                    None => st
+                        .sync
+                        .barrier_all_arrive(barrier, waiter, notices, &mut evs),
+                };
+                match arrived {
+                    Ok(()) => self.run_sync_events(st, evs),
+                    Err(SyncError::BarrierBusy { .. }) => {
+                        self.complete(st, waiter, WaitResult::BarrierBusy)
+                    }
+                    Err(_) => self.complete(st, waiter, WaitResult::ZeroCount),
+                }
+            }
+        }
+    }
+
+    /// The calling thread's waiter id and cell (created on first use).
+    pub(super) fn thread_waiter(&self, st: &mut EngineState) -> (Waiter, Arc<WaitCell>) {
+        let mut w = THREAD_WAITER.with(|c| c.get());
+        if w == 0 {
+            w = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+            THREAD_WAITER.with(|c| c.set(w));
+        }
+        let cell = st
+            .cells
+            .entry(w)
+            .or_insert_with(|| Arc::new(WaitCell::new()))
+            .clone();
+        (w, cell)
+    }
+
+    /// Runs `op` under the state lock for the calling thread, then sleeps until the engine
+    /// completes the thread's wait (or the deadline ends the node).
+    pub(super) fn wait_op(
+        &self,
+        what: Blocked,
+        op: impl FnOnce(&Node, &mut EngineState, Waiter),
+    ) -> WaitResult {
+        let cell = {
+            let mut st = self.lock_state();
+            let (w, cell) = self.thread_waiter(&mut st);
+            cell.state.store(0, Ordering::Release);
+            *cell.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            st.blocked.insert(w, (what.clone(), Instant::now()));
+            op(self, &mut st, w);
+            self.drain_loopback(&mut st);
+            cell
+        };
+        let deadline = Instant::now() + self.cfg.timeout;
+        if !futex::wait_until(&cell.state, |v| v == 1, Some(deadline)) {
+            let st = self.lock_state();
+            self.fatal(
+                Some(&st),
+                &format!(
+                    "timed out after {:?} (SVM_TIMEOUT) waiting for {what:?}",
+                    self.cfg.timeout
+                ),
+            );
+        }
+        let r = cell.result.lock().unwrap_or_else(|p| p.into_inner()).take();
+        r.unwrap_or(WaitResult::Finished)
+    }
+
+    /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
+    pub fn lock(&self, id: u64, try_only: bool) -> bool {
+        let p0 = if crate::profile::on() { now_ns() } else { 0 };
+        if self.fast_lock(id) {
+            if p0 != 0 {
+                crate::profile::lock_acquired(id, p0);
+            }
+            return true;
+        }
+        let t0 = Instant::now();
+        let r = self.wait_op(Blocked::Lock(id), |n, st, w| {
+            n.reclaim_fast(st, id);
+            let mut evs = Vec::new();
+            st.sync.lock_acquire(id, w, try_only, &mut evs);
+            n.run_sync_events(st, evs);
+        });
+        let ok = r == WaitResult::Granted;
+        if ok && p0 != 0 {
+            crate::profile::lock_acquired(id, p0);
+        }
+        if ok {
+            self.lock_state()
+                .counters
+                .lock_acquire_ns
+                .record(t0.elapsed().as_nanos() as u64);
+        }
+        ok
+    }
+
+    /// Releases lock `id`. Returns false if the calling thread does not hold it.
+    pub fn unlock(&self, id: u64) -> bool {
+        if self.fast_unlock(id) {
+            if crate::profile::on() {
+                crate::profile::lock_released();
+            }
+            return true;
+        }
+        let r = self.wait_op(Blocked::Unlock(id), |n, st, w| {
+            n.take_back_fast(st, id, w);
+            if !st.sync.is_holder(id, w) {
+                n.complete(st, w, WaitResult::NotHolder);
+                return;
+            }
+            let token = Self::new_token(st);
+            st.releases.insert(
+                token,
+                ReleaseCont::Unlock {
+                    lock: id,
+                    waiter: w,
+                },
+            );
+            n.release_all(st, token, false);
+        });
+        if r == WaitResult::Released && crate::profile::on() {
+            crate::profile::lock_released();
+        }
+        r == WaitResult::Released
+    }
+
+    /// Posts semaphore `id` (a release).
+    pub fn sem_post(&self, id: u64) {
+        self.wait_op(Blocked::SemPost(id), |n, st, w| {
+            let token = Self::new_token(st);
+            st.releases
+                .insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
+            n.release_all(st, token, false);
+        });
+    }
+
+    /// Waits on semaphore `id` (an acquire once granted).
+    pub fn sem_wait(&self, id: u64) {
+        self.wait_op(Blocked::SemWait(id), |n, st, w| {
+            let mut evs = Vec::new();
+            st.sems.wait(id, w, &mut evs);
+            n.run_sync_events(st, evs);
+        });
+    }
+
+    /// Waits at barrier `id` until `count` threads (over all nodes) have arrived.
+    pub fn barrier(&self, id: u64, count: u32) -> WaitResult {
+        self.barrier_of(id, Some(count))
+    }
+
+    /// Barrier `id` of every node of the job, exactly one thread of each (the global barrier,
+    /// and personalities' barriers known to have one participant per node). Every node must
+    /// call this form for `id`, never [`Node::barrier`].
+    ///
+    /// Up to [`DISSEMINATION_MAX_NODES`] nodes it is a dissemination barrier without a manager
+    /// (`sync/dissemination.rs`: at 2 nodes each node sends one message and leaves when the
+    /// other's arrives — one message delay instead of the manager's two); beyond, the counting
+    /// barrier with its manager. The choice depends on the job's node count only, so every
+    /// node makes the same one.
+    pub fn barrier_all_nodes(&self, id: u64) -> WaitResult {
+        if self.nodes as usize <= DISSEMINATION_MAX_NODES {
+            self.barrier_of(id, None)
+        } else {
+            self.barrier_of(id, Some(self.nodes as u32))
+        }
+    }
+
+    pub(super) fn barrier_of(&self, id: u64, count: Option<u32>) -> WaitResult {
+        let t0 = Instant::now();
+        let p0 = if crate::profile::on() { now_ns() } else { 0 };
+        let r = self.wait_op(Blocked::Barrier(id), |n, st, w| {
+            if count == Some(0) {
+                n.complete(st, w, WaitResult::ZeroCount);
+                return;
+            }
+            let token = Self::new_token(st);
+            st.releases.insert(
+                token,
+                ReleaseCont::Barrier {
+                    barrier: id,
+                    count,
+                    waiter: w,
+                },
+            );
+            n.release_all(st, token, true);
+        });
+        self.lock_state()
+            .counters
+            .barrier_wait_ns
+            .record(t0.elapsed().as_nanos() as u64);
+        if p0 != 0 {
+            crate::profile::barrier_passed(id, p0);
+        }
+        r
+    }
+}
