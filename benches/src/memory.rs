@@ -33,6 +33,17 @@ fn value(out: &str, key: &str) -> Option<f64> {
     util::kv(out, key).and_then(|v| v.parse::<f64>().ok())
 }
 
+/// Records a run of the `fault` sections that failed or printed no result.
+fn run_failed(sec: &mut Section, name: &str, r: &util::Run) {
+    let e = format!(
+        "{name}: failed ({}): {}",
+        r.status,
+        util::tail(&(r.stdout.clone() + &r.stderr), 5)
+    );
+    eprintln!("fault: FAILED: {e}");
+    sec.failures.push(e);
+}
+
 /// First touch per page, svm vs calloc, per backend and fault-around setting.
 pub fn first_touch(level: Level, svmrun: &Path) -> Section {
     let mut sec = Section::default();
@@ -93,15 +104,7 @@ pub fn first_touch(level: Level, svmrun: &Path) -> Section {
                         ));
                     }
                 }
-                _ => {
-                    let e = format!(
-                        "{name}: failed ({}): {}",
-                        r.status,
-                        util::tail(&(r.stdout.clone() + &r.stderr), 5)
-                    );
-                    eprintln!("fault: FAILED: {e}");
-                    sec.failures.push(e);
-                }
+                _ => run_failed(&mut sec, &name, &r),
             }
         }
     }
@@ -175,15 +178,7 @@ pub fn fault_threads(level: Level, svmrun: &Path) -> Section {
                         ));
                     }
                 }
-                _ => {
-                    let e = format!(
-                        "{name}: failed ({}): {}",
-                        r.status,
-                        util::tail(&(r.stdout.clone() + &r.stderr), 5)
-                    );
-                    eprintln!("fault: FAILED: {e}");
-                    sec.failures.push(e);
-                }
+                _ => run_failed(&mut sec, &name, &r),
             }
         }
     }
