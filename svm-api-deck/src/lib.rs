@@ -4,8 +4,9 @@
 //! boundary. Pointers are checked for NULL; beyond that the caller's pointers must be valid as
 //! `deck.h` documents (the usual C contract): a `deck_msg_t *` is a live handle this library
 //! handed out (not yet destroyed, not used by another thread during the call), everything else
-//! points to memory valid for the access. Every dereference goes through svm-core's C boundary
-//! ([`svm_core::sys::cabi`]), so this crate has no `unsafe`.
+//! points to memory valid for the access. That contract is each pointer-taking function's
+//! `# Safety` (they are `unsafe extern "C" fn`s), and every dereference goes through svm-core's
+//! C boundary ([`svm_core::sys::cabi`]) in an `unsafe` block that names it.
 
 #![allow(non_camel_case_types)]
 
