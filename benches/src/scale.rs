@@ -21,7 +21,10 @@ const PROTOCOLS: &[&str] = &["sc-sw", "sc-mw", "scope"];
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Lock,
+    /// The counting barrier at its manager.
     Barrier,
+    /// The barrier of every node, one thread each, by dissemination (no manager).
+    BarrierAll,
     Fault,
 }
 
@@ -30,12 +33,13 @@ impl Kind {
         match self {
             Kind::Lock => "lock",
             Kind::Barrier => "barrier",
+            Kind::BarrierAll => "barrier (dissemination)",
             Kind::Fault => "read fault",
         }
     }
 }
 
-const KINDS: [Kind; 3] = [Kind::Lock, Kind::Barrier, Kind::Fault];
+const KINDS: [Kind; 4] = [Kind::Lock, Kind::Barrier, Kind::BarrierAll, Kind::Fault];
 
 /// One scenario run: the stats, and whether its check passed.
 fn scenario(protocol: &str, kind: Kind, n: u16, k: u64) -> Result<(RunStats, bool), String> {
@@ -100,6 +104,11 @@ fn scenario(protocol: &str, kind: Kind, n: u16, k: u64) -> Result<(RunStats, boo
                 c.spawn(node, prog);
             }
         }
+        Kind::BarrierAll => {
+            for node in 0..n {
+                c.spawn(node, (0..k).map(Op::BarrierAll).collect());
+            }
+        }
         Kind::Fault => {
             // Node 0 writes k pages per node; after a barrier every node reads k of them
             // (pages homed all over the cluster, none of them its own copy).
@@ -154,7 +163,7 @@ fn measure(protocol: &str, kind: Kind, n: u16, k: u64) -> Result<(Point, bool), 
     // per job.
     let extra = match kind {
         Kind::Lock => n as f64 * k as f64,
-        Kind::Barrier => k as f64,
+        Kind::Barrier | Kind::BarrierAll => k as f64,
         Kind::Fault => (n as f64 - 1.0) * k as f64,
     };
     let d = |x: u64, y: u64| (y as f64 - x as f64) / extra;
@@ -259,7 +268,7 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
                         .iter()
                         .map(|(n, p)| (*n as f64, get(p).max(1e-3)))
                         .collect(),
-                    dashed: kind == Kind::Barrier,
+                    dashed: matches!(kind, Kind::Barrier | Kind::BarrierAll),
                 });
             }
         }
