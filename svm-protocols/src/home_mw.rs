@@ -194,46 +194,36 @@ impl HomeMw {
     /// A write fault on home page `page`: the following read-only (write-tracked) home pages
     /// of its region become writable and written too when the faults walk them in order.
     fn write_ahead_home(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
-        let window = self.write_ahead.window_for(page);
-        let me = ctx.me();
-        let mut next = page + 1;
-        for q in page + 1..=page + window as PageId {
-            let tracked = self
-                .pages
-                .get(&q)
-                .is_some_and(|np| np.access == Access::Read);
-            if ctx.home(q) != me || !ctx.same_region(page, q) || !tracked {
-                break;
-            }
+        let pages = &self.pages;
+        let run = self.write_ahead.take(page, |q| {
+            ctx.home(q) == ctx.me()
+                && ctx.same_region(page, q)
+                && pages.get(&q).is_some_and(|np| np.access == Access::Read)
+        });
+        for q in run {
             self.dirty_home.insert(q);
             self.note_write(q);
             self.set_access(q, Access::Write, out);
             self.stats.pages_written_ahead += 1;
-            next = q + 1;
         }
-        self.write_ahead.next = Some(next);
     }
 
     /// A fault fetches `page`: the fetch, plus the read-ahead of the pages after it (same
     /// home, same region, no copy here, no fetch outstanding) when the faults scan in order.
     fn fetch_for_fault(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
         self.fetch(ctx, page, out);
-        let window = self.fetch_ahead.window_for(page);
-        let home = ctx.home(page);
-        let mut next = page + 1;
-        for q in page + 1..=page + window as PageId {
-            let idle = self
-                .pages
-                .get(&q)
-                .is_none_or(|np| np.access == Access::None && !np.fetching);
-            if ctx.home(q) != home || !ctx.same_region(page, q) || !idle {
-                break;
-            }
+        let pages = &self.pages;
+        let run = self.fetch_ahead.take(page, |q| {
+            ctx.home(q) == ctx.home(page)
+                && ctx.same_region(page, q)
+                && pages
+                    .get(&q)
+                    .is_none_or(|np| np.access == Access::None && !np.fetching)
+        });
+        for q in run {
             self.fetch(ctx, q, out);
             self.stats.pages_read_ahead += 1;
-            next = q + 1;
         }
-        self.fetch_ahead.next = Some(next);
     }
 
     // ---------------------------------------------------------------- faults
@@ -826,7 +816,7 @@ macro_rules! home_mw_protocol {
 
             /// With read-ahead of this node's fetches and write-ahead on its own pages, up to
             /// `pages` pages behind a sequential run of faults (`SVM_PREFETCH`; see
-            /// `home_mw::ScanAhead`).
+            /// `scan_ahead::ScanAhead`).
             pub fn with_prefetch(mut self, pages: usize) -> Self {
                 self.0.fetch_ahead = $crate::scan_ahead::ScanAhead::new(pages);
                 self.0.write_ahead = $crate::scan_ahead::ScanAhead::new(pages);

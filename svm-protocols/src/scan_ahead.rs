@@ -25,10 +25,10 @@ use svm_core::protocol::PageId;
 #[derive(Debug, Clone, Default)]
 pub struct ScanAhead {
     /// Largest window in pages (0 = off).
-    pub max: usize,
+    max: usize,
     window: usize,
     /// The page a fault must land on to continue the scan.
-    pub next: Option<PageId>,
+    next: Option<PageId>,
 }
 
 impl ScanAhead {
@@ -40,17 +40,26 @@ impl ScanAhead {
         }
     }
 
-    /// A fault fetches `page`: how many following pages to request with it.
-    pub fn window_for(&mut self, page: PageId) -> usize {
-        if self.max == 0 {
-            return 0;
-        }
-        self.window = if self.next == Some(page) {
-            (self.window * 2).clamp(2.min(self.max), self.max)
-        } else {
-            0
+    /// A fault on `page`: the pages to take ahead with it — those of the window after `page`
+    /// for which `eligible` holds, up to the first that does not. The next fault continues the
+    /// scan if it lands right after them.
+    pub fn take(
+        &mut self,
+        page: PageId,
+        mut eligible: impl FnMut(PageId) -> bool,
+    ) -> std::ops::Range<PageId> {
+        self.window = match self.next {
+            Some(n) if n == page && self.max > 0 => {
+                (self.window * 2).clamp(2.min(self.max), self.max)
+            }
+            _ => 0,
         };
-        self.window
+        let mut end = page + 1;
+        while end <= page + self.window as PageId && eligible(end) {
+            end += 1;
+        }
+        self.next = Some(end);
+        page + 1..end
     }
 }
 
@@ -58,26 +67,36 @@ impl ScanAhead {
 mod tests {
     use super::ScanAhead;
 
+    /// Pages in a run taken ahead.
+    fn n(r: std::ops::Range<u64>) -> u64 {
+        r.end - r.start
+    }
+
     #[test]
     fn off_takes_nothing_ahead() {
         let mut a = ScanAhead::new(0);
-        a.next = Some(5);
-        assert_eq!(a.window_for(5), 0);
+        assert_eq!(n(a.take(4, |_| true)), 0);
+        assert_eq!(n(a.take(5, |_| true)), 0);
     }
 
     #[test]
     fn the_window_doubles_while_faults_land_after_it_and_starts_over_elsewhere() {
         let mut a = ScanAhead::new(8);
-        assert_eq!(a.window_for(10), 0, "a first fault takes nothing ahead");
-        a.next = Some(11);
-        assert_eq!(a.window_for(11), 2, "second fault in a row");
-        a.next = Some(14);
-        assert_eq!(a.window_for(14), 4);
-        a.next = Some(19);
-        assert_eq!(a.window_for(19), 8);
-        a.next = Some(28);
-        assert_eq!(a.window_for(28), 8, "capped at max");
-        a.next = Some(37);
-        assert_eq!(a.window_for(100), 0, "a fault elsewhere starts over");
+        let all = |_| true;
+        assert_eq!(n(a.take(10, all)), 0, "a first fault takes nothing ahead");
+        assert_eq!(a.take(11, all), 12..14, "second fault in a row");
+        assert_eq!(n(a.take(14, all)), 4);
+        assert_eq!(n(a.take(19, all)), 8);
+        assert_eq!(n(a.take(28, all)), 8, "capped at max");
+        assert_eq!(n(a.take(100, all)), 0, "a fault elsewhere starts over");
+    }
+
+    #[test]
+    fn the_run_stops_at_the_first_page_not_eligible() {
+        let mut a = ScanAhead::new(8);
+        a.take(10, |_| true);
+        assert_eq!(a.take(11, |q| q != 13), 12..13);
+        // The scan continues right after what was taken.
+        assert_eq!(n(a.take(13, |_| true)), 4);
     }
 }

@@ -191,20 +191,9 @@ impl UffdBackend {
     /// Fills the missing pages of `addr..addr + len` with zeroed, writable memory (page by
     /// page where a racing install filled some already).
     fn copy_zeros(&self, addr: usize, len: usize) -> Result<(), SysError> {
-        let mut off = 0;
-        while off < len {
+        for off in (0..len).step_by(self.zero.len()) {
             let n = (len - off).min(self.zero.len());
-            if !self.uffd.copy(addr + off, &self.zero[..n], false)? {
-                for p in (off..off + n).step_by(self.page_size) {
-                    if !self
-                        .uffd
-                        .copy(addr + p, &self.zero[..self.page_size], false)?
-                    {
-                        self.uffd.write_protect(addr + p, self.page_size, false)?;
-                    }
-                }
-            }
-            off += n;
+            self.copy_pages(addr + off, n, Some(&self.zero[..n]), false)?;
         }
         Ok(())
     }
@@ -233,11 +222,9 @@ impl UffdBackend {
             return Ok(());
         }
         let src = data.unwrap_or(&self.zero[..len.min(self.page_size)]);
-        if src.len() == len {
-            if !self.uffd.copy(addr, src, read_only)? {
-                // Already present (a racing fault populated it): make the protection right.
-                self.uffd.write_protect(addr, len, read_only)?;
-            }
+        // One call for the whole range; if some page is present already (a racing install),
+        // the copy stopped there: page by page, making the protection of present pages right.
+        if src.len() == len && self.uffd.copy(addr, src, read_only)? {
             return Ok(());
         }
         for off in (0..len).step_by(self.page_size) {

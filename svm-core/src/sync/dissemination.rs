@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use svm_comm::wire::{NodeId, PageId, SyncMsg};
 
-use super::{SyncEvent, Waiter};
+use super::{SyncError, SyncEvent, Waiter};
 
 /// This node's state of one all-nodes barrier.
 #[derive(Debug, Default)]
@@ -37,20 +37,14 @@ pub(super) struct AllNodesBarrier {
     early: BTreeMap<(u64, u32), Vec<PageId>>,
 }
 
-/// Why an arrival at an all-nodes barrier was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum AllNodesRefusal {
-    /// A second local thread arrived while the first waits.
-    Busy,
-}
-
 /// ⌈log2 nodes⌉: the rounds of a barrier of `nodes` nodes.
 pub(super) fn rounds(nodes: NodeId) -> u32 {
     (nodes.max(1) as u32).next_power_of_two().trailing_zeros()
 }
 
 impl AllNodesBarrier {
-    /// The local thread `waiter` arrives with this node's `notices`.
+    /// The local thread `waiter` arrives with this node's `notices`. A second local thread
+    /// arriving while the first waits is refused.
     pub(super) fn arrive(
         &mut self,
         (me, nodes): (NodeId, NodeId),
@@ -58,9 +52,9 @@ impl AllNodesBarrier {
         waiter: Waiter,
         notices: Vec<PageId>,
         out: &mut Vec<SyncEvent>,
-    ) -> Result<(), AllNodesRefusal> {
+    ) -> Result<(), SyncError> {
         if self.waiter.is_some() {
-            return Err(AllNodesRefusal::Busy);
+            return Err(SyncError::BarrierBusy { barrier });
         }
         self.waiter = Some(waiter);
         self.round = 0;

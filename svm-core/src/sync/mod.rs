@@ -21,7 +21,7 @@ mod dissemination;
 pub mod fast;
 pub mod sem;
 
-use dissemination::{AllNodesBarrier, AllNodesRefusal};
+use dissemination::AllNodesBarrier;
 
 use svm_comm::wire::{NodeId, PageId, SyncMsg};
 
@@ -403,15 +403,10 @@ impl SyncState {
         out: &mut Vec<SyncEvent>,
     ) -> Result<(), SyncError> {
         let at = (self.me, self.nodes);
-        match self
-            .all_nodes
+        self.all_nodes
             .entry(barrier)
             .or_default()
             .arrive(at, barrier, waiter, notices, out)
-        {
-            Ok(()) => Ok(()),
-            Err(AllNodesRefusal::Busy) => Err(SyncError::BarrierBusy { barrier }),
-        }
     }
 
     /// Garbage-collects the write notices kept at managed locks. The engine calls it on every
