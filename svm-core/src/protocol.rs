@@ -139,6 +139,9 @@ pub struct ProtocolStats {
     /// Home pages made writable unasked behind a sequential run of write faults (home-based
     /// write-ahead).
     pub pages_written_ahead: u64,
+    /// Write faults served without a message because the page was held exclusively after
+    /// a read (sc-sw's migratory pages).
+    pub migratory_upgrades: u64,
 }
 
 /// A page coherence protocol (one instance per node per protocol in use).

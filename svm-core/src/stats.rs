@@ -132,6 +132,9 @@ pub struct Counters {
     pub pages_read_ahead: u64,
     /// Home pages made writable unasked behind sequential write faults (write-ahead).
     pub pages_written_ahead: u64,
+    /// Write faults served without a message: the page came exclusive after a read (sc-sw's
+    /// migratory pages).
+    pub migratory_upgrades: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
     pub fault_detect_ns: Histogram,
     /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
@@ -175,6 +178,9 @@ pub struct Stats {
     /// Home pages this node made writable unasked behind sequential write faults (home-based
     /// protocols' write-ahead).
     pub pages_written_ahead: u64,
+    /// Write faults this node served without a message because the page came exclusive
+    /// after its read (sc-sw's migratory pages).
+    pub migratory_upgrades: u64,
 }
 
 impl Stats {
@@ -214,6 +220,7 @@ impl Stats {
             notice_invalidations: c.notice_invalidations,
             pages_read_ahead: c.pages_read_ahead,
             pages_written_ahead: c.pages_written_ahead,
+            migratory_upgrades: c.migratory_upgrades,
         }
     }
 
@@ -247,14 +254,15 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
             self.invalidations,
             self.pages_faulted_around,
             self.pages_read_ahead,
-            self.pages_written_ahead
+            self.pages_written_ahead,
+            self.migratory_upgrades
         )?;
         writeln!(
             f,

@@ -357,7 +357,10 @@ impl HomeMw {
             ProtoMsg::WriteReq { .. }
             | ProtoMsg::FwdRead { .. }
             | ProtoMsg::FwdWrite { .. }
-            | ProtoMsg::Done { .. } => {}
+            | ProtoMsg::Done { .. }
+            | ProtoMsg::FwdExclusive { .. }
+            | ProtoMsg::GrantExclusive { .. }
+            | ProtoMsg::ExclusiveUnused { .. } => {}
         }
     }
 

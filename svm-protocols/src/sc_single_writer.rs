@@ -88,20 +88,39 @@ struct NodePage {
     /// A write fault arrived while a read request was outstanding: ask for write access as
     /// soon as the read copy is installed.
     upgrade_wanted: bool,
+    /// This node owns the page through an exclusive read grant (a migratory page) and has not
+    /// written it since: no other copy exists, so a write fault takes write access here.
+    exclusive: bool,
 }
 
 /// An operation the manager has started and not yet completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Busy {
-    /// Waiting for `acks` invalidation acknowledgements before granting write access.
+    /// Waiting for `acks` invalidation acknowledgements before moving ownership to `writer`
+    /// (for a write, or as an exclusive read copy of a migratory page).
     Invalidating {
         writer: NodeId,
-        with_data: bool,
+        transfer: Transfer,
         acks: u32,
     },
     /// A third node (the owner) grants `kind` to `requester`; waiting for the requester's `Done`.
     AwaitDone { requester: NodeId, kind: Access },
 }
+
+/// How ownership moves to a requester once every other copy is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Transfer {
+    /// The requester has no valid copy: the contents travel with the grant.
+    with_data: bool,
+    /// A read of a migratory page: the requester gets the only copy, read-only until it
+    /// writes (`ProtoMsg::GrantExclusive`), instead of write access.
+    exclusive: bool,
+}
+
+/// Migratory writes in a row (read, then written by the sole reader) before a page's reads
+/// are granted exclusively: one such write alone also describes a page two nodes share
+/// read-mostly with an occasional write, where exclusive reads would take each other's copies.
+const MIGRATORY_CONFIDENCE: u8 = 2;
 
 /// The manager's view of one page (kept at the page's home only).
 #[derive(Debug, Clone)]
@@ -116,6 +135,14 @@ struct ManagerPage {
     written_remotely: bool,
     /// A copy of the page sent ahead was invalidated unused (cleared by a read request).
     ahead_wasted: bool,
+    /// How sure the manager is that the page migrates: raised each time a node that read it
+    /// writes it while holding the only copy besides the owner's (the last writer), reset when
+    /// another pattern shows. From [`MIGRATORY_CONFIDENCE`] on, read requests move ownership
+    /// with an exclusive copy, so the write that follows costs no second request
+    /// (migratory-data detection after Cox & Fowler, Stenström et al., ISCA 1993). Reset when a
+    /// holder gives an exclusive copy up unwritten (`ProtoMsg::ExclusiveUnused`) or a write
+    /// finds other readers.
+    migratory: u8,
 }
 
 /// The manager's read-ahead state for one reader.
@@ -185,6 +212,7 @@ impl ScSingleWriter {
             is_owner: ctx.home(page) == me,
             outstanding: None,
             upgrade_wanted: false,
+            exclusive: false,
         })
     }
 
@@ -196,6 +224,7 @@ impl ScSingleWriter {
             queue: VecDeque::new(),
             written_remotely: false,
             ahead_wasted: false,
+            migratory: 0,
         })
     }
 
@@ -241,8 +270,14 @@ impl ScSingleWriter {
             ProtoMsg::WriteReq { page } => self.mgr_request(ctx, page, from, Access::Write, out),
             ProtoMsg::InvalAck { page } => self.mgr_inval_ack(ctx, page, out),
             ProtoMsg::Done { page } => self.mgr_done(ctx, page, from, out),
+            ProtoMsg::ExclusiveUnused { page } => {
+                if let Some(m) = self.managed.get_mut(&page) {
+                    m.migratory = 0;
+                }
+            }
             // ---- node side ----
             ProtoMsg::FwdRead { page, to } => {
+                self.exclusive_given_up(ctx, page, out);
                 if self.node_page(ctx, page).access == Access::Write {
                     self.set_access(ctx, page, Access::Read, out);
                 }
@@ -262,7 +297,26 @@ impl ScSingleWriter {
                 page,
                 to,
                 with_data,
-            } => self.give_up_ownership(ctx, page, to, with_data, out),
+            } => {
+                self.node_page(ctx, page).exclusive = false;
+                let transfer = Transfer {
+                    with_data,
+                    exclusive: false,
+                };
+                self.give_up_ownership(ctx, page, to, transfer, out);
+            }
+            ProtoMsg::FwdExclusive {
+                page,
+                to,
+                with_data,
+            } => {
+                self.exclusive_given_up(ctx, page, out);
+                let transfer = Transfer {
+                    with_data,
+                    exclusive: true,
+                };
+                self.give_up_ownership(ctx, page, to, transfer, out);
+            }
             ProtoMsg::Inval { page } => {
                 if self.node_page(ctx, page).access != Access::None {
                     self.stats.invalidations += 1;
@@ -274,26 +328,46 @@ impl ScSingleWriter {
                 page,
                 access,
                 with_data,
-            } => self.install_grant(ctx, page, access, with_data, from, out),
+            } => self.install_grant(ctx, page, access, with_data, false, from, out),
+            ProtoMsg::GrantExclusive { page, with_data } => {
+                self.install_grant(ctx, page, Access::Read, with_data, true, from, out)
+            }
             // Multiple-writer traffic never reaches an sc-sw instance (each region has one
             // protocol); a stray one is ignored like any other stray message.
             ProtoMsg::Diffs { .. } | ProtoMsg::DiffAck { .. } => {}
         }
     }
 
-    /// This node (the owner) hands ownership and, if `with_data`, the contents to `to`.
+    /// This node, the owner, is asked to give `page` up or share it. If it holds the page
+    /// through an exclusive grant it never wrote, the page is not migrating after all: the
+    /// manager is told so, and grants plain read copies from then on.
+    fn exclusive_given_up(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        let np = self.node_page(ctx, page);
+        if std::mem::take(&mut np.exclusive) {
+            let home = ctx.home(page);
+            self.send(ctx, home, ProtoMsg::ExclusiveUnused { page }, None, out);
+        }
+    }
+
+    /// This node (the owner) hands ownership and, if `transfer.with_data`, the contents to
+    /// `to`: write access, or the only copy read-only (`transfer.exclusive`).
     fn give_up_ownership(
         &mut self,
         ctx: &dyn Context,
         page: PageId,
         to: NodeId,
-        with_data: bool,
+        transfer: Transfer,
         out: &mut Vec<Action>,
     ) {
-        let grant = ProtoMsg::Grant {
-            page,
-            access: Access::Write,
-            with_data,
+        let with_data = transfer.with_data;
+        let grant = if transfer.exclusive {
+            ProtoMsg::GrantExclusive { page, with_data }
+        } else {
+            ProtoMsg::Grant {
+                page,
+                access: Access::Write,
+                with_data,
+            }
         };
         if with_data {
             // Stop local writes first, read the contents into the grant, then drop the copy.
@@ -309,18 +383,22 @@ impl ScSingleWriter {
         self.node_page(ctx, page).is_owner = false;
     }
 
+    /// Installs a grant of `access` (with ownership if `exclusive`: the only copy, read-only
+    /// until this node writes it).
+    #[allow(clippy::too_many_arguments)]
     fn install_grant(
         &mut self,
         ctx: &dyn Context,
         page: PageId,
         access: Access,
         with_data: bool,
+        exclusive: bool,
         from: NodeId,
         out: &mut Vec<Action>,
     ) {
         let home = ctx.home(page);
         let np = self.node_page(ctx, page);
-        if access == Access::Read && np.access >= Access::Read {
+        if access == Access::Read && np.access >= Access::Read && !exclusive {
             // An unasked read grant (read-ahead) crossed this node's own request for the
             // page: the copy held is the same, and the manager counts this node a reader.
             if np.outstanding == Some(Access::Read) {
@@ -341,10 +419,11 @@ impl ScSingleWriter {
             np.outstanding = None;
         }
         let mut became_owner = false;
-        if access == Access::Write {
+        if access == Access::Write || exclusive {
             became_owner = !np.is_owner;
             np.is_owner = true;
         }
+        np.exclusive = exclusive;
         let upgrade = np.outstanding.is_none()
             && std::mem::take(&mut np.upgrade_wanted)
             && access < Access::Write;
@@ -354,10 +433,22 @@ impl ScSingleWriter {
         if from != home {
             self.send(ctx, home, ProtoMsg::Done { page }, None, out);
         }
-        if upgrade {
+        if upgrade && exclusive {
+            // The write that faulted while the read was under way: the only copy is here.
+            self.exclusive_upgrade(ctx, page, out);
+        } else if upgrade {
             self.node_page(ctx, page).outstanding = Some(Access::Write);
             self.send(ctx, home, ProtoMsg::WriteReq { page }, None, out);
         }
+    }
+
+    /// A write fault on a page this node holds exclusively (see [`NodePage::exclusive`]): no
+    /// other copy exists and the manager counts this node the owner with an empty copyset,
+    /// exactly the state a granted write request leaves, so write access is taken here.
+    fn exclusive_upgrade(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        self.node_page(ctx, page).exclusive = false;
+        self.stats.migratory_upgrades += 1;
+        self.set_access(ctx, page, Access::Write, out);
     }
 
     // ---------------- manager ----------------
@@ -388,8 +479,10 @@ impl ScSingleWriter {
             let Some((req, kind)) = m.queue.pop_front() else {
                 return;
             };
+            let migrates = m.migratory >= MIGRATORY_CONFIDENCE && req != m.owner;
             match kind {
-                Access::Write => self.mgr_start_write(ctx, page, req, out),
+                Access::Write => self.mgr_start_write(ctx, page, req, false, out),
+                _ if migrates => self.mgr_start_write(ctx, page, req, true, out),
                 _ => self.mgr_start_read(ctx, page, req, out),
             }
         }
@@ -413,6 +506,7 @@ impl ScSingleWriter {
             // The owner itself (the home before its first access): its contents are valid.
             self.send(ctx, reader, grant_read(false), None, out);
         } else if owner == me {
+            self.exclusive_given_up(ctx, page, out);
             if self.node_page(ctx, page).access == Access::Write {
                 self.set_access(ctx, page, Access::Read, out);
             }
@@ -485,7 +579,7 @@ impl ScSingleWriter {
                 }
                 None => true,
             };
-            if !idle {
+            if !idle || self.pages.get(&q).is_some_and(|np| np.exclusive) {
                 break;
             }
             if self.node_page(ctx, q).access == Access::Write {
@@ -520,18 +614,34 @@ impl ScSingleWriter {
         }
     }
 
+    /// Moves ownership of `page` to `writer` once every other copy is invalidated: write
+    /// access, or with `exclusive` the only copy read-only (a read of a migratory page).
     fn mgr_start_write(
         &mut self,
         ctx: &dyn Context,
         page: PageId,
         writer: NodeId,
+        exclusive: bool,
         out: &mut Vec<Action>,
     ) {
         let me = ctx.me();
         let m = self.managed_page(ctx, page);
         m.written_remotely |= writer != me;
         let owner = m.owner;
-        let with_data = !(m.copyset.contains(writer) || owner == writer);
+        if !exclusive && owner != writer {
+            if m.copyset.len() == 1 && m.copyset.contains(writer) {
+                // Read by `writer`, then written by it, while it held the only copy besides
+                // the last writer's: the page migrates from node to node.
+                m.migratory = m.migratory.saturating_add(1).min(MIGRATORY_CONFIDENCE + 1);
+            } else if !m.copyset.is_empty() {
+                // Read by others too: shared, not migrating.
+                m.migratory = 0;
+            }
+        }
+        let transfer = Transfer {
+            with_data: !(m.copyset.contains(writer) || owner == writer),
+            exclusive,
+        };
         let targets: Vec<NodeId> = m
             .copyset
             .iter()
@@ -544,7 +654,7 @@ impl ScSingleWriter {
         if acks > 0 {
             m.busy = Some(Busy::Invalidating {
                 writer,
-                with_data,
+                transfer,
                 acks,
             });
         }
@@ -555,7 +665,7 @@ impl ScSingleWriter {
             self.send(ctx, t, ProtoMsg::Inval { page }, None, out);
         }
         if acks == 0 {
-            self.mgr_finish_write(ctx, page, writer, with_data, out);
+            self.mgr_finish_write(ctx, page, writer, transfer, out);
         }
     }
 
@@ -565,13 +675,14 @@ impl ScSingleWriter {
         ctx: &dyn Context,
         page: PageId,
         writer: NodeId,
-        with_data: bool,
+        transfer: Transfer,
         out: &mut Vec<Action>,
     ) {
         let me = ctx.me();
         let m = self.managed_page(ctx, page);
         let owner = m.owner;
         if owner == writer {
+            // Only a write comes here (an exclusive read is never started for the owner).
             m.copyset.clear();
             m.busy = None;
             self.send(
@@ -589,23 +700,33 @@ impl ScSingleWriter {
             m.owner = writer;
             m.copyset.clear();
             m.busy = None;
-            self.give_up_ownership(ctx, page, writer, with_data, out);
+            if transfer.exclusive {
+                self.exclusive_given_up(ctx, page, out);
+            } else {
+                self.node_page(ctx, page).exclusive = false;
+            }
+            self.give_up_ownership(ctx, page, writer, transfer, out);
         } else {
+            // Ownership moves either way: the manager records it at the requester's `Done`.
             m.busy = Some(Busy::AwaitDone {
                 requester: writer,
                 kind: Access::Write,
             });
-            self.send(
-                ctx,
-                owner,
+            let (to, with_data) = (writer, transfer.with_data);
+            let fwd = if transfer.exclusive {
+                ProtoMsg::FwdExclusive {
+                    page,
+                    to,
+                    with_data,
+                }
+            } else {
                 ProtoMsg::FwdWrite {
                     page,
-                    to: writer,
+                    to,
                     with_data,
-                },
-                None,
-                out,
-            );
+                }
+            };
+            self.send(ctx, owner, fwd, None, out);
         }
     }
 
@@ -613,7 +734,7 @@ impl ScSingleWriter {
         let m = self.managed_page(ctx, page);
         let Some(Busy::Invalidating {
             writer,
-            with_data,
+            transfer,
             acks,
         }) = m.busy
         else {
@@ -622,13 +743,13 @@ impl ScSingleWriter {
         if acks > 1 {
             m.busy = Some(Busy::Invalidating {
                 writer,
-                with_data,
+                transfer,
                 acks: acks - 1,
             });
             return;
         }
         m.busy = None;
-        self.mgr_finish_write(ctx, page, writer, with_data, out);
+        self.mgr_finish_write(ctx, page, writer, transfer, out);
         self.mgr_advance(ctx, page, out);
     }
 
@@ -676,6 +797,10 @@ impl Protocol for ScSingleWriter {
         let np = self.node_page(ctx, page);
         if np.access >= access {
             return; // already granted; the engine wakes the thread itself
+        }
+        if access == Access::Write && np.exclusive && np.outstanding.is_none() {
+            self.exclusive_upgrade(ctx, page, out);
+            return;
         }
         match np.outstanding {
             Some(pending) if pending >= access => return,
@@ -751,18 +876,19 @@ impl Protocol for ScSingleWriter {
     fn describe(&self, page: PageId) -> String {
         let local = match self.pages.get(&page) {
             Some(np) => format!(
-                "access {:?}, owner here: {}, outstanding {:?}, upgrade wanted: {}",
-                np.access, np.is_owner, np.outstanding, np.upgrade_wanted
+                "access {:?}, owner here: {}, exclusive: {}, outstanding {:?}, upgrade wanted: {}",
+                np.access, np.is_owner, np.exclusive, np.outstanding, np.upgrade_wanted
             ),
             None => "untouched here".to_string(),
         };
         let managed = match self.managed.get(&page) {
             Some(m) => format!(
-                "; manager: owner node {}, copyset {:?}, busy {:?}, queued {}",
+                "; manager: owner node {}, copyset {:?}, busy {:?}, queued {}, migratory: {}",
                 m.owner,
                 m.copyset.iter().collect::<Vec<_>>(),
                 m.busy,
-                m.queue.len()
+                m.queue.len(),
+                m.migratory
             ),
             None => String::new(),
         };
@@ -838,6 +964,74 @@ mod tests {
         assert!(
             home.describe(P + 1).contains("access Read"),
             "pages outside the range are kept"
+        );
+    }
+
+    #[test]
+    fn reads_are_granted_exclusively_after_two_migrations_and_plainly_after_a_miss() {
+        // The home (node 0) manages P; nodes 1 and 2 take turns reading then writing it.
+        let mut h = ScSingleWriter::with_prefetch(0);
+        let req = |h: &mut ScSingleWriter, from: NodeId, m: ProtoMsg| {
+            let out = msg(h, 0, 0, from, m);
+            let fwd = out.iter().find_map(|a| match a {
+                Action::Send { to, msg, .. } if *to != from => Some(msg.clone()),
+                _ => None,
+            });
+            msg(h, 0, 0, from, ProtoMsg::Done { page: P });
+            fwd
+        };
+        assert!(
+            req(&mut h, 1, ProtoMsg::WriteReq { page: P }).is_none(),
+            "the home grants itself"
+        );
+        let fwd_read = |to| ProtoMsg::FwdRead { page: P, to };
+        let fwd_write = |to| ProtoMsg::FwdWrite {
+            page: P,
+            to,
+            with_data: false,
+        };
+        // First migration (2 reads, then writes): not yet trusted.
+        assert_eq!(
+            req(&mut h, 2, ProtoMsg::ReadReq { page: P }),
+            Some(fwd_read(2))
+        );
+        assert_eq!(
+            req(&mut h, 2, ProtoMsg::WriteReq { page: P }),
+            Some(fwd_write(2))
+        );
+        assert_eq!(
+            req(&mut h, 1, ProtoMsg::ReadReq { page: P }),
+            Some(fwd_read(1))
+        );
+        // Second migration: reads now move ownership with the only copy.
+        assert_eq!(
+            req(&mut h, 1, ProtoMsg::WriteReq { page: P }),
+            Some(fwd_write(1))
+        );
+        let exclusive_to = |to| ProtoMsg::FwdExclusive {
+            page: P,
+            to,
+            with_data: true,
+        };
+        assert_eq!(
+            req(&mut h, 2, ProtoMsg::ReadReq { page: P }),
+            Some(exclusive_to(2))
+        );
+        assert!(h.describe(P).contains("owner node 2"), "{}", h.describe(P));
+        // Node 2 gives its exclusive copy up unwritten: plain read copies again, and one
+        // migration is not enough to trust the page again.
+        let _ = msg(&mut h, 0, 0, 2, ProtoMsg::ExclusiveUnused { page: P });
+        assert_eq!(
+            req(&mut h, 1, ProtoMsg::ReadReq { page: P }),
+            Some(fwd_read(1))
+        );
+        assert_eq!(
+            req(&mut h, 1, ProtoMsg::WriteReq { page: P }),
+            Some(fwd_write(1))
+        );
+        assert_eq!(
+            req(&mut h, 2, ProtoMsg::ReadReq { page: P }),
+            Some(fwd_read(2))
         );
     }
 

@@ -1128,6 +1128,99 @@ pub fn lost_token_holder(s: &Subject) {
     }
 }
 
+/// A page that migrates (every node in turn reads then writes it under a lock), then is
+/// read by everyone, then carries racy data next to a flag on another page. Under sc-sw the
+/// first phase takes the migratory path (exclusive read grants, writes without a request);
+/// the reads that follow must end it; no increment or store is lost, and racy readers stay
+/// sequentially consistent.
+pub fn migratory_then_shared(s: &Subject) {
+    const ROUNDS: u64 = 3;
+    let x = addr(1, 0);
+    let data = addr(1, 5);
+    let flag = addr(2, 0);
+    let mut upgrades = 0;
+    for seed in 0..seeds() {
+        let nodes = 2 + (seed % 3) as NodeId;
+        let mut c = cluster(s, nodes, seed);
+        let mut tids = Vec::new();
+        for n in 0..nodes {
+            let mut p = Vec::new();
+            for _ in 0..ROUNDS {
+                p.extend([
+                    Op::Lock(7),
+                    Op::Load { addr: x, reg: 0 },
+                    Op::AddImm { reg: 0, imm: 1 },
+                    Op::StoreReg { addr: x, reg: 0 },
+                    Op::Unlock(7),
+                ]);
+            }
+            p.push(Op::Barrier {
+                id: 1,
+                count: nodes as u32,
+            });
+            p.extend([Op::Load { addr: x, reg: 1 }, Op::Load { addr: x, reg: 1 }]);
+            p.push(Op::Barrier {
+                id: 2,
+                count: nodes as u32,
+            });
+            if s.sc_for_racy {
+                if n == 0 {
+                    p.extend([
+                        Op::Store {
+                            addr: data,
+                            value: 42,
+                        },
+                        Op::Store {
+                            addr: flag,
+                            value: 1,
+                        },
+                    ]);
+                } else {
+                    p.extend([
+                        Op::SpinUntilEq {
+                            addr: flag,
+                            value: 1,
+                            max_loads: SPIN,
+                        },
+                        Op::Load { addr: data, reg: 2 },
+                    ]);
+                }
+            }
+            tids.push(c.spawn(n, p));
+        }
+        run(s, &mut c, "migratory then shared");
+        let total = ROUNDS * nodes as u64;
+        for (n, &t) in tids.iter().enumerate() {
+            let log = c.log(t);
+            assert_eq!(
+                log[log.len() - if n > 0 && s.sc_for_racy { 3 } else { 2 }..][..2],
+                [total, total],
+                "{} / migratory then shared, seed {seed}, node {n}: lost increments; {}",
+                s.name,
+                c.describe(1)
+            );
+            if n > 0 && s.sc_for_racy {
+                assert_eq!(
+                    log[log.len() - 1],
+                    42,
+                    "{} / migratory then shared, seed {seed}: node {n} saw the flag, not the data; {}",
+                    s.name,
+                    c.describe(1)
+                );
+            }
+        }
+        upgrades += (0..nodes)
+            .map(|n| c.protocol_stats(n).migratory_upgrades)
+            .sum::<u64>();
+    }
+    if s.name == "sc-sw" {
+        assert!(
+            upgrades > 0,
+            "sc-sw / migratory then shared: no write took the migratory path over all seeds"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- the protocols
 
 macro_rules! conformance_suite {
@@ -1186,6 +1279,10 @@ macro_rules! conformance_suite {
             #[test]
             fn lost_token_holder() {
                 super::lost_token_holder(&SUBJECT)
+            }
+            #[test]
+            fn migratory_then_shared() {
+                super::migratory_then_shared(&SUBJECT)
             }
         }
     };

@@ -94,6 +94,20 @@ pub enum ProtoMsg {
     /// Home → writer: the `Diffs` with this `token` is done; `page` is that message's first
     /// page (see [`ProtoMsg::page`]).
     DiffAck { token: u64, page: PageId },
+    /// Manager → owner (sc-sw, a migratory page): give ownership to the reader `to` as an
+    /// exclusive copy ([`ProtoMsg::GrantExclusive`]); attach the contents if `with_data`.
+    FwdExclusive {
+        page: PageId,
+        to: NodeId,
+        with_data: bool,
+    },
+    /// → reader (sc-sw, a migratory page): you own the page and hold its only copy; read
+    /// access now, and a write fault takes write access without a message. The frame's data
+    /// holds the page if `with_data`.
+    GrantExclusive { page: PageId, with_data: bool },
+    /// Owner → manager (sc-sw): a page granted exclusive was given up without having been
+    /// written here: its readers are not migrating it, grant plain read copies again.
+    ExclusiveUnused { page: PageId },
 }
 
 /// Messages of the synchronization objects. Each object's manager is `id % nodes`.
@@ -182,7 +196,10 @@ impl ProtoMsg {
             | ProtoMsg::Inval { page }
             | ProtoMsg::InvalAck { page }
             | ProtoMsg::Grant { page, .. }
-            | ProtoMsg::Done { page } => *page,
+            | ProtoMsg::Done { page }
+            | ProtoMsg::FwdExclusive { page, .. }
+            | ProtoMsg::GrantExclusive { page, .. }
+            | ProtoMsg::ExclusiveUnused { page } => *page,
         }
     }
 }
@@ -219,6 +236,9 @@ impl Msg {
                 ProtoMsg::Done { .. } => "done",
                 ProtoMsg::Diffs { .. } => "diffs",
                 ProtoMsg::DiffAck { .. } => "diff_ack",
+                ProtoMsg::FwdExclusive { .. } => "fwd_exclusive",
+                ProtoMsg::GrantExclusive { .. } => "grant_exclusive",
+                ProtoMsg::ExclusiveUnused { .. } => "exclusive_unused",
             },
             Msg::Sync(s) => match s {
                 SyncMsg::LockAcquire { .. } => "lock_acquire",

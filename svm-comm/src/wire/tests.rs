@@ -36,6 +36,34 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
             vec![0xab; 4096],
         ),
         (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::GrantExclusive {
+                    page: 77,
+                    with_data: true,
+                },
+            },
+            vec![0xcd; 4096],
+        ),
+        (
+            Msg::Proto {
+                proto: 1,
+                msg: ProtoMsg::FwdExclusive {
+                    page: 78,
+                    to: 3,
+                    with_data: false,
+                },
+            },
+            vec![],
+        ),
+        (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::ExclusiveUnused { page: 79 },
+            },
+            vec![],
+        ),
+        (
             Msg::Sync(SyncMsg::LockGrant {
                 lock: 9,
                 notices: vec![(1, 0), (2, 5), (3, 1)],

@@ -164,6 +164,7 @@ impl Node {
             c.notice_invalidations += ps.notice_invalidations;
             c.pages_read_ahead += ps.pages_read_ahead;
             c.pages_written_ahead += ps.pages_written_ahead;
+            c.migratory_upgrades += ps.migratory_upgrades;
         }
         Stats::from_counters(
             &c,
