@@ -38,8 +38,20 @@ pub enum CommError {
 /// One connection to one peer. Sends from several threads are serialised inside the link, so
 /// each frame arrives whole and frames from one sender arrive in order.
 pub trait Link: Send + Sync {
-    /// Sends one frame given as consecutive parts (header+control, then raw data).
+    /// Sends one frame given as consecutive parts (header+control, then raw data). A link with
+    /// a backlog ([`Link::backlog`]) never blocks here: what the connection does not take at
+    /// once is queued behind earlier frames for [`Link::flush`].
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError>;
+    /// Writes as much of the backlog as the connection takes now, without blocking. `Ok(true)`
+    /// when nothing is left. The caller flushes when [`Link::poll_fd`] is writable.
+    fn flush(&self) -> Result<bool, CommError> {
+        Ok(true)
+    }
+    /// Bytes sent but not yet taken by the connection (0 for links whose `send` blocks until
+    /// the peer has room).
+    fn backlog(&self) -> usize {
+        0
+    }
     /// A descriptor that becomes readable when frames may be available (for epoll).
     fn poll_fd(&self) -> RawFd;
     /// Reads whatever is available without blocking into `buf`. Returns `Ok(false)` when the peer

@@ -205,6 +205,9 @@ struct EngineState {
     /// error: fatal unless the peer's Goodbye (which may still be unread, queued before the
     /// close) turns up within [`SEND_LOST_GRACE`].
     send_lost: Vec<Option<(Instant, String)>>,
+    /// Peers whose link has a backlog the engine writes out when it becomes writable (their
+    /// descriptor is watched for writability too).
+    flushing: Vec<bool>,
     finish_waiter: Option<Waiter>,
     /// True while handling a message from another node (fault accounting: remote vs local).
     handling_remote: bool,
@@ -268,6 +271,9 @@ pub struct Node {
     backend: Box<dyn FaultBackend>,
     links: Vec<Option<Box<dyn Link>>>,
     wake: EventFd,
+    /// The engine's epoll set: faults, wake-ups and every link (watched for writability too
+    /// while the link has a backlog, see `EngineState::flushing`).
+    poller: Poller,
     state: Mutex<EngineState>,
     stop: AtomicBool,
     engine: Mutex<Option<JoinHandle<()>>>,
@@ -330,6 +336,7 @@ impl Node {
             goodbye_from: (0..nodes).map(|n| n == me).collect(),
             goodbye_sent: false,
             send_lost: vec![None; nodes as usize],
+            flushing: vec![false; nodes as usize],
             finish_waiter: None,
             handling_remote: false,
             lingers: Vec::new(),
@@ -343,6 +350,7 @@ impl Node {
             backend,
             links,
             wake: EventFd::new()?,
+            poller: Poller::new()?,
             state: Mutex::new(state),
             stop: AtomicBool::new(false),
             engine: Mutex::new(None),
@@ -367,7 +375,7 @@ impl Node {
             let mut st = node.lock_state();
             node.note_protocols(&mut st);
         }
-        let poller = Poller::new()?;
+        let poller = &node.poller;
         poller.add(node.backend.poll_fd(), PollToken::Faults.key())?;
         poller.add(node.wake.raw(), PollToken::Wake.key())?;
         for (peer, l) in node.links.iter().enumerate() {
@@ -381,10 +389,8 @@ impl Node {
             .spawn(move || {
                 let n3 = n2.clone();
                 // A dead engine thread would leave faulting threads parked forever: abort instead.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                    n3.engine_loop(poller)
-                }))
-                .is_err()
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || n3.engine_loop()))
+                    .is_err()
                 {
                     eprintln!(
                         "svm: node {}: the engine thread panicked; aborting the node",

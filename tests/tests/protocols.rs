@@ -2,8 +2,10 @@
 //! transport, the examples `counter`, `jacobi --verify` and `falseshare` at 2 and 4 nodes and
 //! `regions` (one region per protocol in one run) at 1, 2 and 3 nodes; `litmus` under `sc-sw`
 //! only (`sc-mw` and `scope` are not sequentially consistent for racy programs, see
-//! `docs/protocols.md`); and a long lock-heavy run under `scope` whose write notices and memory
-//! must stay bounded.
+//! `docs/protocols.md`); a long lock-heavy run under `scope` whose write notices and memory
+//! must stay bounded; and `burst` under the multiple-writer protocols: every node flushing
+//! 16 MiB of diffs to the others at one barrier, more than any transport buffers, which stalled
+//! every node while engines blocked in sends under their state.
 //!
 //! Test names are `<protocol>::<fault>::<transport>::<case>` (e.g.
 //! `sc_mw::segv::tcp::falseshare_4_nodes`), so `cargo test -p svm-tests --test protocols scope::`
@@ -260,6 +262,27 @@ fn litmus(fault: &str, transport: &str, nodes: usize) {
 // The long run under `scope`
 
 /// The unsigned integer after `"key":` in a one-line JSON object.
+/// Pages per node of the burst runs: 16 MiB of diffs from each node, several times what a TCP
+/// connection or a DECK-SCI eager area holds in one direction.
+const BURST_PAGES: &str = "4096";
+
+/// `burst` (every node flushes diffs to every other node at one barrier), two rounds.
+fn burst(protocol: &str, transport: &str, nodes: usize) {
+    let out = run(
+        protocol,
+        "uffd",
+        transport,
+        nodes,
+        "burst",
+        &[BURST_PAGES, "2", protocol],
+    );
+    let line = only_line(&out, &["burst", "OK"]);
+    assert!(
+        has_word(line, &format!("nodes={nodes}")),
+        "burst: {line}\n{out}"
+    );
+}
+
 fn json_u64(obj: &str, key: &str) -> Option<u64> {
     let pat = format!("\"{key}\":");
     let rest = &obj[obj.find(&pat)? + pat.len()..];
@@ -423,12 +446,36 @@ mod sc_mw {
     use super::*;
     const PROTOCOL: &str = "sc-mw";
     protocol_cases!();
+
+    mod burst {
+        use super::*;
+        per_transport!({
+            #[test]
+            fn diffs_to_every_node_at_once_2_nodes() {
+                burst(PROTOCOL, TRANSPORT, 2)
+            }
+            #[test]
+            fn diffs_to_every_node_at_once_4_nodes() {
+                burst(PROTOCOL, TRANSPORT, 4)
+            }
+        });
+    }
 }
 
 mod scope {
     use super::*;
     const PROTOCOL: &str = "scope";
     protocol_cases!();
+
+    mod burst {
+        use super::*;
+        per_transport!({
+            #[test]
+            fn diffs_to_every_node_at_once_3_nodes() {
+                burst(PROTOCOL, TRANSPORT, 3)
+            }
+        });
+    }
 
     /// The long lock-heavy run.
     mod soak {

@@ -14,9 +14,10 @@ pub use setup::{establish, report_failure, HANDSHAKE_DEADLINE};
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::io::IoSlice;
 
@@ -27,11 +28,62 @@ use crate::transport::{CommError, Link, RecvBuf};
 use crate::wire::{self, Msg, NodeId, KEY_LEN};
 
 /// A TCP connection to one peer.
+///
+/// Sending never blocks: what the socket does not take at once waits in the link's backlog
+/// (in order, behind nothing else), and the engine writes it out when the socket becomes
+/// writable ([`Link::flush`]). A sender that blocked instead could hold its node's state
+/// while every node of a cycle does the same to it, each waiting for a peer that no longer
+/// reads (all nodes flushing megabytes of diffs to each other at one barrier).
 pub struct TcpLink {
     me: NodeId,
     peer: NodeId,
     stream: TcpStream,
-    send_lock: Mutex<()>,
+    backlog: Mutex<Backlog>,
+    /// Bytes in the backlog (read without its lock by [`Link::backlog`]).
+    queued: AtomicUsize,
+}
+
+/// Bytes sent but not yet taken by the socket: `buf[start..]`.
+#[derive(Default)]
+struct Backlog {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Backlog {
+    fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// Appends the parts, skipping their first `skip` bytes (those the socket already took).
+    fn push(&mut self, parts: &[&[u8]], mut skip: usize) {
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        for p in parts {
+            let taken = skip.min(p.len());
+            self.buf.extend_from_slice(&p[taken..]);
+            skip -= taken;
+        }
+    }
+
+    /// Writes as much as the socket takes without blocking; `Ok(true)` when empty.
+    fn write_out(&mut self, stream: &TcpStream) -> std::io::Result<bool> {
+        while self.start < self.buf.len() {
+            let n = send_now(stream, &[&self.buf[self.start..]])?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.start += n;
+        }
+        self.buf.clear();
+        self.start = 0;
+        if self.buf.capacity() > 1 << 20 {
+            self.buf.shrink_to(1 << 20);
+        }
+        Ok(true)
+    }
 }
 
 impl TcpLink {
@@ -46,9 +98,60 @@ impl TcpLink {
             me,
             peer,
             stream,
-            send_lock: Mutex::new(()),
+            backlog: Mutex::new(Backlog::default()),
+            queued: AtomicUsize::new(0),
         })
     }
+
+    fn lost(&self, what: &str, e: std::io::Error) -> CommError {
+        CommError::Lost {
+            me: self.me,
+            peer: self.peer,
+            why: format!("{what} failed: {e}"),
+        }
+    }
+
+    fn lock_backlog(&self) -> std::sync::MutexGuard<'_, Backlog> {
+        self.backlog.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Writes what the socket takes now of the parts (`MSG_DONTWAIT | MSG_NOSIGNAL`, looping over
+/// short writes); returns the bytes written, fewer than the total when the socket is full.
+fn send_now(stream: &TcpStream, parts: &[&[u8]]) -> std::io::Result<usize> {
+    let mut slices: Vec<IoSlice> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| IoSlice::new(p))
+        .collect();
+    let mut bufs = &mut slices[..];
+    let mut sent = 0;
+    let flags = MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT;
+    while !bufs.is_empty() {
+        match sendmsg::<()>(stream.as_raw_fd(), bufs, &[], flags, None) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                sent += n;
+                IoSlice::advance_slices(&mut bufs, n);
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(sent)
+}
+
+/// How long [`Link::finish_sending`] keeps writing a backlog the peer is slow to read.
+const FINISH_FLUSH_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Sleeps until the socket takes more bytes or `deadline` passes.
+fn wait_writable(stream: &TcpStream, deadline: Instant) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let left = deadline.saturating_duration_since(Instant::now());
+    let ms = PollTimeout::try_from(left.as_millis().min(1000) as i32).unwrap_or(PollTimeout::ZERO);
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLOUT)];
+    let _ = poll(&mut fds, ms);
 }
 
 /// Sends all parts, looping over short writes, with `MSG_NOSIGNAL`: a peer that has gone
@@ -74,12 +177,34 @@ fn send_all_parts(stream: &TcpStream, parts: &[&[u8]]) -> std::io::Result<()> {
 
 impl Link for TcpLink {
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
-        let _g = self.send_lock.lock().unwrap_or_else(|p| p.into_inner());
-        send_all_parts(&self.stream, parts).map_err(|e| CommError::Lost {
-            me: self.me,
-            peer: self.peer,
-            why: format!("send failed: {e}"),
-        })
+        let mut q = self.lock_backlog();
+        if q.len() == 0 {
+            let total: usize = parts.iter().map(|p| p.len()).sum();
+            let n = send_now(&self.stream, parts).map_err(|e| self.lost("send", e))?;
+            if n < total {
+                q.push(parts, n);
+            }
+        } else {
+            // Behind what is already queued, so frames keep their order.
+            q.push(parts, 0);
+            q.write_out(&self.stream)
+                .map_err(|e| self.lost("send", e))?;
+        }
+        self.queued.store(q.len(), Ordering::Release);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<bool, CommError> {
+        let mut q = self.lock_backlog();
+        let done = q
+            .write_out(&self.stream)
+            .map_err(|e| self.lost("send", e))?;
+        self.queued.store(q.len(), Ordering::Release);
+        Ok(done)
+    }
+
+    fn backlog(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
     }
 
     fn poll_fd(&self) -> RawFd {
@@ -126,6 +251,16 @@ impl Link for TcpLink {
     }
 
     fn finish_sending(&self) {
+        // Everything queued goes first: the peer reads until it sees the end of the stream.
+        let deadline = Instant::now() + FINISH_FLUSH_DEADLINE;
+        let mut q = self.lock_backlog();
+        while q.len() > 0 && Instant::now() < deadline {
+            match q.write_out(&self.stream) {
+                Ok(true) | Err(_) => break,
+                Ok(false) => wait_writable(&self.stream, deadline),
+            }
+        }
+        self.queued.store(q.len(), Ordering::Release);
         let _ = shutdown(self.stream.as_raw_fd(), Shutdown::Write);
     }
 }
@@ -249,4 +384,107 @@ pub fn refuse_strangers(me: NodeId, listener: TcpListener, key: [u8; KEY_LEN], s
                 let _ = s.shutdown(std::net::Shutdown::Both);
             }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Header, HEADER_LEN};
+
+    fn pair() -> (TcpLink, TcpLink) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let a = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (b, _) = listener.accept().expect("accept");
+        (
+            TcpLink::new(0, 1, a).expect("link"),
+            TcpLink::new(1, 0, b).expect("link"),
+        )
+    }
+
+    fn frame(i: u32, n: usize) -> Vec<u8> {
+        let h = Header {
+            kind: 200,
+            flags: 0,
+            source: 0,
+            ctrl_len: 0,
+            data_len: n as u32,
+            seq: i,
+        };
+        let mut f = h.emit().to_vec();
+        f.extend((0..n).map(|j| (i as usize * 31 + j) as u8));
+        f
+    }
+
+    /// Both ends send 48 MiB before either reads: sends return at once (what the socket does
+    /// not take waits in the backlog), and flushing while reading delivers every frame in
+    /// order.
+    #[test]
+    fn sends_queue_instead_of_blocking_and_flush_in_order() {
+        const FRAMES: u32 = 48;
+        const SIZE: usize = 1 << 20;
+        let (a, b) = pair();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in [&a, &b] {
+                for i in 0..FRAMES {
+                    let f = frame(i, SIZE);
+                    l.send(&[&f[..HEADER_LEN], &f[HEADER_LEN..]]).expect("send");
+                }
+            }
+            tx.send((a, b)).expect("channel");
+        });
+        let (a, b) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("send blocked on a peer that was not reading");
+        assert!(a.backlog() > 0 && b.backlog() > 0, "nothing was queued");
+        let mut bufs = [RecvBuf::new(), RecvBuf::new()];
+        let mut got = [0u32; 2];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while got != [FRAMES; 2] {
+            assert!(Instant::now() < deadline, "frames missing: {got:?}");
+            for (k, l) in [&a, &b].into_iter().enumerate() {
+                l.flush().expect("flush");
+                assert!(l.recv_available(&mut bufs[k]).expect("recv"), "closed");
+                while let Some(f) = bufs[k].next_frame().expect("frame") {
+                    assert_eq!(f, &frame(got[k], SIZE)[..], "frame {} of link {k}", got[k]);
+                    got[k] += 1;
+                }
+            }
+        }
+        assert_eq!((a.backlog(), b.backlog()), (0, 0));
+        assert!(a.flush().expect("flush") && b.flush().expect("flush"));
+    }
+
+    /// `finish_sending` writes the backlog out before the end of the stream.
+    #[test]
+    fn finish_sending_writes_the_backlog_first() {
+        let (a, b) = pair();
+        let frames: Vec<Vec<u8>> = (0..24).map(|i| frame(i, 1 << 20)).collect();
+        for f in &frames {
+            a.send(&[f]).expect("send");
+        }
+        assert!(a.backlog() > 0, "nothing was queued");
+        let reader = std::thread::spawn(move || {
+            let mut buf = RecvBuf::new();
+            let mut got = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                let alive = b.recv_available(&mut buf).expect("recv");
+                while let Some(f) = buf.next_frame().expect("frame") {
+                    got.push(f.to_vec());
+                }
+                if !alive {
+                    return got;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            panic!("no end of stream after {} frames", got.len());
+        });
+        a.finish_sending();
+        assert_eq!(a.backlog(), 0);
+        assert!(
+            reader.join().expect("reader") == frames,
+            "frames lost or reordered"
+        );
+    }
 }

@@ -7,7 +7,8 @@ impl Node {
     // ----------------------------------------------------------------------------------------
     // The engine thread
 
-    pub(super) fn engine_loop(&self, poller: Poller) {
+    pub(super) fn engine_loop(&self) {
+        let poller = &self.poller;
         let mut tokens = Vec::new();
         let mut faults: Vec<Fault> = Vec::new();
         let mut bufs: Vec<RecvBuf> = (0..self.nodes).map(|_| RecvBuf::new()).collect();
@@ -76,6 +77,9 @@ impl Node {
                         let Some(link) = self.links[peer].as_ref() else {
                             continue;
                         };
+                        if st.flushing[peer] {
+                            self.flush_link(&mut st, peer as NodeId);
+                        }
                         let alive = match link.recv_available(&mut bufs[peer]) {
                             Ok(a) => a,
                             Err(e) => {
@@ -160,6 +164,30 @@ impl Node {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// Writes out what `peer`'s link has queued; once nothing is left, stops watching it for
+    /// writability. A failed write is handled like a failed send (`EngineState::send_lost`).
+    pub(super) fn flush_link(&self, st: &mut EngineState, peer: NodeId) {
+        let Some(link) = self.links[peer as usize].as_ref() else {
+            return;
+        };
+        let done = match link.flush() {
+            Ok(done) => done,
+            Err(e) => {
+                if !st.goodbye_from[peer as usize] && st.send_lost[peer as usize].is_none() {
+                    st.send_lost[peer as usize] = Some((Instant::now(), e.to_string()));
+                }
+                true
+            }
+        };
+        if done {
+            st.flushing[peer as usize] = false;
+            let token = PollToken::Peer(peer).key();
+            if let Err(e) = self.poller.watch(link.poll_fd(), token, false) {
+                self.fatal(Some(st), &format!("watching the link to node {peer}: {e}"));
             }
         }
     }

@@ -40,6 +40,14 @@ impl Node {
                 st.send_lost[to as usize] = Some((Instant::now(), e.to_string()));
                 self.wake.signal();
             }
+        } else if link.backlog() > 0 && !st.flushing[to as usize] {
+            // The socket is full: the engine writes the rest when it drains (epoll reports
+            // the change of interest even while the engine sleeps in epoll_wait).
+            st.flushing[to as usize] = true;
+            let token = PollToken::Peer(to).key();
+            if let Err(e) = self.poller.watch(link.poll_fd(), token, true) {
+                self.fatal(Some(st), &format!("watching the link to node {to}: {e}"));
+            }
         }
     }
 

@@ -140,6 +140,8 @@ impl Node {
             StatsMode::Json => eprintln!("{}", self.stats().to_json()),
         }
         for l in self.links.iter().flatten() {
+            // What is still queued (this node's own Goodbye, last replies) goes out first.
+            l.finish_sending();
             l.close();
         }
         if crate::profile::on() {

@@ -569,6 +569,27 @@ impl Poller {
         Ok(())
     }
 
+    /// Changes what `fd` (added before) is watched for: readability, and writability too when
+    /// `writable` (level-triggered: reported for as long as the descriptor takes more bytes).
+    pub fn watch(&self, fd: i32, token: u64, writable: bool) -> Result<(), SysError> {
+        let mut events = libc::EPOLLIN | libc::EPOLLRDHUP;
+        if writable {
+            events |= libc::EPOLLOUT;
+        }
+        let mut ev = libc::epoll_event {
+            events: events as u32,
+            u64: token,
+        };
+        // SAFETY: epoll_ctl reads the event struct; an unknown fd only yields an error.
+        if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) } < 0 {
+            return Err(SysError::Call {
+                call: "epoll_ctl(MOD)",
+                errno: nix::errno::Errno::last(),
+            });
+        }
+        Ok(())
+    }
+
     pub fn remove(&self, fd: i32) {
         // SAFETY: as in add; removing an unknown fd only yields an error, which we ignore.
         unsafe {

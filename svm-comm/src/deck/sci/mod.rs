@@ -20,6 +20,7 @@
 
 mod shm;
 pub use shm::inherited_listener;
+mod outbox;
 mod poll;
 pub(crate) use poll::poll_readable;
 
@@ -112,6 +113,10 @@ pub struct DeckConfig {
     pub spin: Duration,
     /// Directory of the segment files.
     pub dir: PathBuf,
+    /// `send` never waits for the receiver: what cannot be written at once goes to the link's
+    /// sender thread (`outbox.rs`). Set for the DSM engine's links, which are sent on while
+    /// the node's state is held.
+    pub queued_sends: bool,
 }
 
 impl Default for DeckConfig {
@@ -134,6 +139,7 @@ impl DeckConfig {
             rdv_chunks: 8,
             spin: Duration::from_micros(20),
             dir: PathBuf::from("/dev/shm"),
+            queued_sends: false,
         }
     }
 
@@ -149,7 +155,9 @@ impl DeckConfig {
     /// barrier, read-ahead) the same room TCP socket buffers do, so nodes sending to each other
     /// at once do not wait on each other.
     pub fn for_dsm_from_env() -> Result<DeckConfig, String> {
-        Self::from_env_or(DSM_MSG_BUF_LIMIT)
+        let mut c = Self::from_env_or(DSM_MSG_BUF_LIMIT)?;
+        c.queued_sends = true;
+        Ok(c)
     }
 
     fn from_env_or(default_limit: usize) -> Result<DeckConfig, String> {
@@ -430,6 +438,10 @@ struct Pair {
     local_closed: AtomicBool,
     /// 0 = choose by size, else the forced [`Protocol`].
     force: AtomicU8,
+    /// Sends never wait for the receiver ([`DeckConfig::queued_sends`]).
+    queued: bool,
+    /// Frames waiting for the sender thread (queued sends only).
+    queue: outbox::Queue,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -640,17 +652,22 @@ impl Pair {
         Ok(())
     }
 
-    fn send_parts(&self, parts: &[&[u8]]) -> Result<(), CommError> {
-        let n: usize = parts.iter().map(|p| p.len()).sum();
-        let g = *self.geo();
-        let proto = match self.force.load(Relaxed) {
+    /// The protocol a message of `n` bytes travels by (forced, or chosen by size).
+    fn protocol_for(&self, n: usize) -> Protocol {
+        match self.force.load(Relaxed) {
             1 => Protocol::Short,
             2 => Protocol::Eager,
             3 => Protocol::Rendezvous,
             _ if n <= P1_MAX => Protocol::Short,
-            _ if n <= g.limit => Protocol::Eager,
+            _ if n <= self.geo().limit => Protocol::Eager,
             _ => Protocol::Rendezvous,
-        };
+        }
+    }
+
+    fn send_parts(&self, parts: &[&[u8]]) -> Result<(), CommError> {
+        let n: usize = parts.iter().map(|p| p.len()).sum();
+        let g = *self.geo();
+        let proto = self.protocol_for(n);
         if self.local_closed.load(SeqCst) {
             return Err(self.lost("send on a closed link".into()));
         }
@@ -1178,7 +1195,15 @@ impl Drop for DeckView {
 
 impl Link for DeckLink {
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
-        self.0.send_parts(parts)
+        if self.0.queued {
+            self.0.send_queued(parts)
+        } else {
+            self.0.send_parts(parts)
+        }
+    }
+
+    fn finish_sending(&self) {
+        self.0.drain(Instant::now() + outbox::DRAIN_DEADLINE);
     }
 
     /// The read end of the pipe the peer signals us through. The peer writes one byte per
@@ -1250,9 +1275,15 @@ impl Link for DeckLink {
 
     fn close(&self) {
         let p = &*self.0;
+        if p.local_closed.load(SeqCst) {
+            return;
+        }
+        // Frames still queued go first (a node's last Goodbye may be among them).
+        p.drain(Instant::now() + outbox::DRAIN_DEADLINE);
         if p.local_closed.swap(true, SeqCst) {
             return;
         }
+        p.queue.notify();
         p.mine().u32_at(p.out_ctl() + C_CLOSED).store(1, Release);
         // Wake the peer's receivers (doorbell) and its senders blocked on us (their wake word).
         let b = p.theirs.u32_at(H_BELL);
@@ -1432,6 +1463,8 @@ pub fn establish_with(
             tx,
             local_closed: AtomicBool::new(false),
             force: AtomicU8::new(0),
+            queued: cfg.queued_sends,
+            queue: outbox::Queue::default(),
         });
         *slot = Some(DeckLink(pair));
     }

@@ -622,3 +622,46 @@ fn pipe_wakes_the_poller_and_reports_eof() {
         assert!(!b.recv_available(&mut rb).unwrap(), "then EOF");
     });
 }
+
+/// Queued sends (the DSM engine's links): two nodes each send 24 MiB to the other before
+/// either reads — with waiting sends both would wait forever for a receiver that never comes.
+/// Every frame then arrives whole and in order on both sides.
+#[test]
+fn queued_sends_never_wait_for_the_receiver() {
+    const FRAMES: u32 = 24;
+    let size = |i: u32| match i % 4 {
+        0 => 3 << 20, // rendezvous (above the 1 MiB eager limit)
+        1 => 100,
+        2 => 512 << 10,
+        _ => 1 << 20,
+    };
+    with_deadline(60, move || {
+        let mut cfg = DeckConfig::with_limit(DSM_MSG_BUF_LIMIT);
+        cfg.queued_sends = true;
+        let (a, b) = local_pair("queued", &cfg);
+        for l in [&a, &b] {
+            for i in 0..FRAMES {
+                let (h, d) = frame(i, size(i));
+                l.send(&[&h, &d]).expect("send");
+            }
+        }
+        let mut bufs = [RecvBuf::new(), RecvBuf::new()];
+        let mut got = [0u32; 2];
+        while got != [FRAMES; 2] {
+            for (k, l) in [&a, &b].into_iter().enumerate() {
+                assert!(l.recv_available(&mut bufs[k]).expect("recv"), "link closed");
+                while let Some(f) = bufs[k].next_frame().expect("frame") {
+                    let h = crate::wire::Header::parse(f).expect("header");
+                    assert_eq!(h.seq, got[k], "frame order");
+                    let (_, d) = frame(got[k], size(got[k]));
+                    assert!(f[crate::wire::HEADER_LEN..] == d[..], "frame contents");
+                    got[k] += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Closing drains nothing more and stops the sender threads.
+        a.close();
+        b.close();
+    });
+}
