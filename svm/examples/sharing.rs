@@ -5,7 +5,9 @@
 //! - `true`: every node writes all of the page's first 64 words in every round, no lock, no
 //!   reads: true sharing;
 //! - `migratory`: every node adds 1 to a counter on the page under a lock (read, then write),
-//!   ROUNDS times: migratory;
+//!   ROUNDS times, the nodes taking turns (node k increments when the counter is k modulo the
+//!   node count, so the page moves on every increment however the lock is scheduled):
+//!   migratory;
 //! - `prodcons`: node 0 writes the page in every round, then the other nodes read it:
 //!   producer-consumer;
 //! - `readmostly`: node 0 writes the page once, then every node reads it in every round:
@@ -103,12 +105,20 @@ fn run(args: Args) -> Result<bool, BoxError> {
         }
         "migratory" => {
             let m = Mutex::new(LOCK);
-            for _ in 0..rounds {
+            let mut done = 0;
+            while done < rounds {
                 let g = m.lock()?;
                 let v = page.get(0);
-                page.set(0, v + 1);
-                page.set(1, me as u64);
+                let mine = v % n as u64 == me as u64;
+                if mine {
+                    page.set(0, v + 1);
+                    page.set(1, me as u64);
+                    done += 1;
+                }
                 g.unlock()?;
+                if !mine {
+                    std::thread::yield_now();
+                }
             }
             svm::barrier()?;
             check(&mut ok, me, "counter", page.get(0), rounds * n as u64);
