@@ -33,7 +33,7 @@ pub const MAX_LOCAL_HANDOFFS: u32 = 8;
 
 /// How long a released token waits for a local thread to take it again before it moves to
 /// the remote node that asked for it ([`SyncEvent::Linger`]).
-pub const LOCK_LINGER: std::time::Duration = std::time::Duration::from_micros(30);
+pub const LOCK_LINGER: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// What the sync layer asks the engine to do.
 #[derive(Debug, Clone, PartialEq)]
