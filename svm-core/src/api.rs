@@ -358,7 +358,11 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
             for (i, l) in mesh.links.into_iter().enumerate() {
                 links[i] = match deck[i].take() {
                     Some(d) => Some(Box::new(d) as Box<dyn Link>),
-                    None => l.map(|l| Box::new(l) as Box<dyn Link>),
+                    None => l.map(|l| {
+                        // The engine sends under its state: queue, never wait (docs/architecture.md).
+                        l.queue_sends();
+                        Box::new(l) as Box<dyn Link>
+                    }),
                 };
             }
             if cfg.verbose && cfg.transport == "auto" {

@@ -15,7 +15,7 @@ pub use setup::{establish, report_failure, HANDSHAKE_DEADLINE};
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -29,11 +29,13 @@ use crate::wire::{self, Msg, NodeId, KEY_LEN};
 
 /// A TCP connection to one peer.
 ///
-/// Sending never blocks: what the socket does not take at once waits in the link's backlog
-/// (in order, behind nothing else), and the engine writes it out when the socket becomes
-/// writable ([`Link::flush`]). A sender that blocked instead could hold its node's state
-/// while every node of a cycle does the same to it, each waiting for a peer that no longer
-/// reads (all nodes flushing megabytes of diffs to each other at one barrier).
+/// With [`TcpLink::queue_sends`] (the DSM engine's links) sending never blocks: what the
+/// socket does not take at once waits in the link's backlog (in order, behind nothing else),
+/// and the engine writes it out when the socket becomes writable ([`Link::flush`]). A sender
+/// that blocked instead could hold its node's state while every node of a cycle does the same
+/// to it, each waiting for a peer that no longer reads (all nodes flushing megabytes of diffs
+/// to each other at one barrier). Without it (µDECK, which has nobody to call `flush`) a send
+/// waits until the socket has taken the whole frame.
 pub struct TcpLink {
     me: NodeId,
     peer: NodeId,
@@ -41,6 +43,8 @@ pub struct TcpLink {
     backlog: Mutex<Backlog>,
     /// Bytes in the backlog (read without its lock by [`Link::backlog`]).
     queued: AtomicUsize,
+    /// Sends queue instead of waiting ([`TcpLink::queue_sends`]).
+    queue_sends: AtomicBool,
 }
 
 /// Bytes sent but not yet taken by the socket: `buf[start..]`.
@@ -100,7 +104,15 @@ impl TcpLink {
             stream,
             backlog: Mutex::new(Backlog::default()),
             queued: AtomicUsize::new(0),
+            queue_sends: AtomicBool::new(false),
         })
+    }
+
+    /// From now on, sends never wait for the peer: what the socket does not take is queued for
+    /// [`Link::flush`], which the owner must call when [`Link::poll_fd`] is writable (the DSM
+    /// engine does). Call before the link is shared.
+    pub fn queue_sends(&self) {
+        self.queue_sends.store(true, Ordering::Release);
     }
 
     fn lost(&self, what: &str, e: std::io::Error) -> CommError {
@@ -178,6 +190,9 @@ fn send_all_parts(stream: &TcpStream, parts: &[&[u8]]) -> std::io::Result<()> {
 impl Link for TcpLink {
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
         let mut q = self.lock_backlog();
+        if !self.queue_sends.load(Ordering::Acquire) {
+            return send_all_parts(&self.stream, parts).map_err(|e| self.lost("send", e));
+        }
         if q.len() == 0 {
             let total: usize = parts.iter().map(|p| p.len()).sum();
             let n = send_now(&self.stream, parts).map_err(|e| self.lost("send", e))?;
@@ -395,10 +410,13 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let a = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         let (b, _) = listener.accept().expect("accept");
-        (
+        let (a, b) = (
             TcpLink::new(0, 1, a).expect("link"),
             TcpLink::new(1, 0, b).expect("link"),
-        )
+        );
+        a.queue_sends();
+        b.queue_sends();
+        (a, b)
     }
 
     fn frame(i: u32, n: usize) -> Vec<u8> {
