@@ -142,6 +142,12 @@ pub struct ProtocolStats {
     /// Write faults served without a message because the page was held exclusively after
     /// a read (sc-sw's migratory pages).
     pub migratory_upgrades: u64,
+    /// Pages asked for along with the page before them, because the two were asked for one
+    /// after the other before (sc-sw's remembered pairs).
+    pub pages_paired: u64,
+    /// Remembered pairs forgotten because the page asked for along with the one before was
+    /// taken by another node before this node wrote it.
+    pub pairs_dropped: u64,
 }
 
 /// A page coherence protocol (one instance per node per protocol in use).

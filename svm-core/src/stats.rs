@@ -135,6 +135,10 @@ pub struct Counters {
     /// Write faults served without a message: the page came exclusive after a read (sc-sw's
     /// migratory pages).
     pub migratory_upgrades: u64,
+    /// Pages asked for along with the page before them (sc-sw's remembered pairs).
+    pub pages_paired: u64,
+    /// Remembered pairs forgotten: the page asked for early was taken unwritten.
+    pub pairs_dropped: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
     pub fault_detect_ns: Histogram,
     /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
@@ -181,6 +185,12 @@ pub struct Stats {
     /// Write faults this node served without a message because the page came exclusive
     /// after its read (sc-sw's migratory pages).
     pub migratory_upgrades: u64,
+    /// Pages this node asked for along with the page before them, because it had asked for
+    /// the two one after the other before (sc-sw's remembered pairs).
+    pub pages_paired: u64,
+    /// Remembered pairs this node forgot because the page it asked for early was taken by
+    /// another node before it wrote it.
+    pub pairs_dropped: u64,
 }
 
 impl Stats {
@@ -221,6 +231,8 @@ impl Stats {
             pages_read_ahead: c.pages_read_ahead,
             pages_written_ahead: c.pages_written_ahead,
             migratory_upgrades: c.migratory_upgrades,
+            pages_paired: c.pages_paired,
+            pairs_dropped: c.pairs_dropped,
         }
     }
 
@@ -254,7 +266,7 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
@@ -262,7 +274,9 @@ impl fmt::Display for Stats {
             self.pages_faulted_around,
             self.pages_read_ahead,
             self.pages_written_ahead,
-            self.migratory_upgrades
+            self.migratory_upgrades,
+            self.pages_paired,
+            self.pairs_dropped
         )?;
         writeln!(
             f,

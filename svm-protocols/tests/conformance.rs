@@ -1128,6 +1128,127 @@ pub fn lost_token_holder(s: &Subject) {
     }
 }
 
+/// Rows of two pages, each node writing its own row and reading its neighbours' between
+/// barriers (a stencil's boundary exchange), then a racy flag and datum on the two pages of
+/// one row. Under sc-sw the row pages are asked for in pairs after the first rounds
+/// (remembered pairs); every read must still see the last round's values, and a reader that
+/// sees the flag must see the datum, whether the datum's page came along with the flag's.
+pub fn paired_rows(s: &Subject) {
+    const ROUNDS: u64 = 4;
+    // Row of node n: pages 4n+1 and 4n+2, both homed at n (homes in blocks of 4 pages).
+    let row = |n: u64| [addr(4 * n + 1, 0), addr(4 * n + 2, 0)];
+    let value = |round: u64, n: u64, half: u64| 1_000 * (round + 1) + 10 * n + half;
+    let mut paired = 0;
+    for seed in 0..seeds() {
+        let nodes = 2 + (seed % 3) as NodeId;
+        let cfg = SimConfig::new(nodes, seed)
+            .page_size(8 * PAGE_WORDS)
+            .home(move |p| ((p / 4) % nodes as u64) as NodeId)
+            .check_single_writer(s.single_writer)
+            .discard(s.discard);
+        let mut c = Cluster::new(cfg, s.factory);
+        let mut tids = Vec::new();
+        for n in 0..nodes as u64 {
+            let neighbours: Vec<u64> = [n.wrapping_sub(1), n + 1]
+                .into_iter()
+                .filter(|&m| m < nodes as u64)
+                .collect();
+            let mut p = Vec::new();
+            for round in 0..ROUNDS {
+                for &m in &neighbours {
+                    for a in row(m) {
+                        p.push(Op::Load { addr: a, reg: 0 });
+                    }
+                }
+                p.push(Op::Barrier {
+                    id: 1,
+                    count: nodes as u32,
+                });
+                for (half, a) in row(n).into_iter().enumerate() {
+                    p.push(Op::Store {
+                        addr: a,
+                        value: value(round, n, half as u64),
+                    });
+                }
+                p.push(Op::Barrier {
+                    id: 2,
+                    count: nodes as u32,
+                });
+            }
+            if s.sc_for_racy {
+                // Node 1's row: the flag on its first page, the datum on its second.
+                let [flag, datum] = row(1);
+                if n == 1 {
+                    p.extend([
+                        Op::Store {
+                            addr: datum,
+                            value: 42,
+                        },
+                        Op::Store {
+                            addr: flag,
+                            value: 1,
+                        },
+                    ]);
+                } else {
+                    p.extend([
+                        Op::SpinUntilEq {
+                            addr: flag,
+                            value: 1,
+                            max_loads: SPIN,
+                        },
+                        Op::Load {
+                            addr: datum,
+                            reg: 1,
+                        },
+                    ]);
+                }
+            }
+            tids.push((n, neighbours, c.spawn(n as NodeId, p)));
+        }
+        run(s, &mut c, "paired rows");
+        for (n, neighbours, t) in &tids {
+            let want: Vec<u64> = (0..ROUNDS)
+                .flat_map(|round| {
+                    neighbours.iter().flat_map(move |&m| {
+                        (0..2).map(move |half| {
+                            if round == 0 {
+                                0
+                            } else {
+                                value(round - 1, m, half)
+                            }
+                        })
+                    })
+                })
+                .collect();
+            let log = c.log(*t);
+            assert_eq!(
+                &log[..want.len()],
+                &want[..],
+                "{} / paired rows, seed {seed}, node {n}: a read missed the last round's row",
+                s.name
+            );
+            if s.sc_for_racy && *n != 1 {
+                assert_eq!(
+                    log[log.len() - 1],
+                    42,
+                    "{} / paired rows, seed {seed}: node {n} saw the flag, not the datum; {}",
+                    s.name,
+                    c.describe(6)
+                );
+            }
+        }
+        paired += (0..nodes)
+            .map(|n| c.protocol_stats(n).pages_paired)
+            .sum::<u64>();
+    }
+    if s.name == "sc-sw" {
+        assert!(
+            paired > 0,
+            "sc-sw / paired rows: no page was ever asked for with its pair"
+        );
+    }
+}
+
 /// A page that migrates (every node in turn reads then writes it under a lock), then is
 /// read by everyone, then carries racy data next to a flag on another page. Under sc-sw the
 /// first phase takes the migratory path (exclusive read grants, writes without a request);
@@ -1283,6 +1404,10 @@ macro_rules! conformance_suite {
             #[test]
             fn migratory_then_shared() {
                 super::migratory_then_shared(&SUBJECT)
+            }
+            #[test]
+            fn paired_rows() {
+                super::paired_rows(&SUBJECT)
             }
         }
     };

@@ -167,6 +167,8 @@ impl Node {
             c.pages_read_ahead += ps.pages_read_ahead;
             c.pages_written_ahead += ps.pages_written_ahead;
             c.migratory_upgrades += ps.migratory_upgrades;
+            c.pages_paired += ps.pages_paired;
+            c.pairs_dropped += ps.pairs_dropped;
         }
         Stats::from_counters(
             &c,
