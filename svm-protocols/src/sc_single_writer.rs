@@ -405,6 +405,19 @@ impl ScSingleWriter {
         transfer: Transfer,
         out: &mut Vec<Action>,
     ) {
+        // Another node writes the page too: asking for write access to it early, along with
+        // the page before, would only move it back and forth (radix's interleaved writes:
+        // 20,000-64,000 faults instead of 5,000-41,000 while such pairs were kept).
+        if let Some(first) = page.checked_sub(1) {
+            if self
+                .pairs
+                .get(&first)
+                .is_some_and(|p| p.access == Access::Write)
+            {
+                self.pairs.remove(&first);
+                self.stats.pairs_dropped += 1;
+            }
+        }
         let with_data = transfer.with_data;
         let grant = if transfer.exclusive {
             ProtoMsg::GrantExclusive { page, with_data }

@@ -199,13 +199,20 @@ fn fault_around_takes_only_untouched_home_pages_of_the_block() {
 
 #[test]
 fn requests_one_after_the_other_are_remembered_as_pairs_for_a_bounded_number_of_uses() {
-    // Node 1, pages 20 and 21 homed at node 0: a read of 20 then a write of 21.
+    // Node 1, pages 20 and 21 homed at node 0: a read of 20 then a write of 21 (the halves of
+    // a row node 2 reads and node 1 writes, say).
     let mut n = ScSingleWriter::new();
     let read = |p| send(0, ProtoMsg::ReadReq { page: p }, None);
     let write = |p| send(0, ProtoMsg::WriteReq { page: p }, None);
-    let take = |n: &mut ScSingleWriter, page| {
+    // Another node writes 20 (node 1's copy goes) and reads 21 (node 1, its owner, keeps a
+    // read-only copy).
+    let others = |n: &mut ScSingleWriter| {
+        let _ = msg(n, 1, 0, 0, ProtoMsg::Inval { page: 20 });
+        let _ = msg(n, 1, 0, 0, ProtoMsg::FwdRead { page: 21, to: 2 });
+    };
+    let taken_by_writer = |n: &mut ScSingleWriter| {
         let fwd = ProtoMsg::FwdWrite {
-            page,
+            page: 21,
             to: 2,
             with_data: true,
         };
@@ -213,8 +220,6 @@ fn requests_one_after_the_other_are_remembered_as_pairs_for_a_bounded_number_of_
     };
     assert_eq!(fault(&mut n, 1, 0, 20, Access::Read), vec![read(20)]);
     assert_eq!(fault(&mut n, 1, 0, 21, Access::Write), vec![write(21)]);
-    // The grants come (21 asked for on a fault: writable at once), then other nodes take
-    // both pages.
     let _ = msg(&mut n, 1, 0, 0, grant(20, Access::Read, true));
     let out = msg(&mut n, 1, 0, 0, grant(21, Access::Write, true));
     assert_eq!(
@@ -222,13 +227,13 @@ fn requests_one_after_the_other_are_remembered_as_pairs_for_a_bounded_number_of_
         vec![Action::InstallIncoming {
             page: 21,
             access: Access::Write
-        }]
+        }],
+        "asked for on a fault: writable at once"
     );
-    let _ = msg(&mut n, 1, 0, 0, ProtoMsg::Inval { page: 20 });
-    take(&mut n, 21);
-    // From now on a read of 20 asks for write access to 21 along with it. The first time
-    // 21 comes read-only and exclusive, and the thread's write takes write access without
-    // a message; that write shows the pair is used, so later grants come writable.
+    others(&mut n);
+    // From now on a read of 20 asks for write access to 21 along with it. The first time 21
+    // comes read-only and exclusive, and the thread's write takes write access without a
+    // message; that write shows the pair is used, so later grants come writable.
     let mut uses = 0;
     loop {
         let out = fault(&mut n, 1, 0, 20, Access::Read);
@@ -240,10 +245,10 @@ fn requests_one_after_the_other_are_remembered_as_pairs_for_a_bounded_number_of_
             break;
         }
         let _ = msg(&mut n, 1, 0, 0, grant(20, Access::Read, true));
-        let out = msg(&mut n, 1, 0, 0, grant(21, Access::Write, true));
+        let out = msg(&mut n, 1, 0, 0, grant(21, Access::Write, false));
         let first = uses == 1;
         let access = if first { Access::Read } else { Access::Write };
-        assert_eq!(out, vec![Action::InstallIncoming { page: 21, access }]);
+        assert_eq!(out, vec![Action::SetAccess { page: 21, access }]);
         let out = fault(&mut n, 1, 0, 21, Access::Write);
         if first {
             assert_eq!(
@@ -256,28 +261,32 @@ fn requests_one_after_the_other_are_remembered_as_pairs_for_a_bounded_number_of_
         } else {
             assert!(out.is_empty());
         }
-        let _ = msg(&mut n, 1, 0, 0, ProtoMsg::Inval { page: 20 });
-        take(&mut n, 21);
+        others(&mut n);
         assert!(uses <= PAIR_BUDGET as u64, "the pair outlived its budget");
     }
     assert_eq!(uses, PAIR_BUDGET as u64);
     assert_eq!(n.stats.pairs_dropped, 0);
-    // Seen again (21 asked for right after 20): remembered again.
-    assert_eq!(fault(&mut n, 1, 0, 21, Access::Write), vec![write(21)]);
-    let _ = msg(&mut n, 1, 0, 0, grant(20, Access::Read, true));
-    let _ = msg(&mut n, 1, 0, 0, grant(21, Access::Write, true));
-    let _ = msg(&mut n, 1, 0, 0, ProtoMsg::Inval { page: 20 });
-    take(&mut n, 21);
-    assert_eq!(
-        fault(&mut n, 1, 0, 20, Access::Read),
-        vec![read(20), write(21)]
-    );
-    // This time 21 is taken before the thread wrote it: the pair is forgotten.
-    let _ = msg(&mut n, 1, 0, 0, grant(20, Access::Read, true));
-    let _ = msg(&mut n, 1, 0, 0, grant(21, Access::Write, true));
-    let _ = msg(&mut n, 1, 0, 0, ProtoMsg::Inval { page: 20 });
-    take(&mut n, 21);
+    let relearn = |n: &mut ScSingleWriter| {
+        assert_eq!(fault(n, 1, 0, 21, Access::Write), vec![write(21)]);
+        let _ = msg(n, 1, 0, 0, grant(20, Access::Read, true));
+        let _ = msg(n, 1, 0, 0, grant(21, Access::Write, false));
+        others(n);
+        assert_eq!(fault(n, 1, 0, 20, Access::Read), vec![read(20), write(21)]);
+        let _ = msg(n, 1, 0, 0, grant(20, Access::Read, true));
+        let _ = msg(n, 1, 0, 0, grant(21, Access::Write, false));
+    };
+    // Seen again (21 asked for right after 20): remembered again. This time another node
+    // takes 21 before the thread wrote it: the pair is forgotten.
+    relearn(&mut n);
+    others(&mut n);
     assert_eq!(n.stats.pairs_dropped, 1);
+    assert_eq!(fault(&mut n, 1, 0, 20, Access::Read), vec![read(20)]);
+    // Remembered again and used, but another node writes 21 too: forgotten as well.
+    relearn(&mut n);
+    let _ = fault(&mut n, 1, 0, 21, Access::Write);
+    let _ = msg(&mut n, 1, 0, 0, ProtoMsg::Inval { page: 20 });
+    taken_by_writer(&mut n);
+    assert_eq!(n.stats.pairs_dropped, 2);
     assert_eq!(fault(&mut n, 1, 0, 20, Access::Read), vec![read(20)]);
 
     // Pages of other managers never pair: 30 (home 0) then 31 (home 2).
