@@ -388,9 +388,17 @@ impl ScSingleWriter {
     fn forget_unused_pair(&mut self, ctx: &dyn Context, page: PageId) {
         let np = self.node_page(ctx, page);
         if std::mem::take(&mut np.paired) && np.exclusive {
-            if let Some(first) = page.checked_sub(1) {
-                self.pairs.remove(&first);
-            }
+            self.forget_pair_ending_at(page, |_| true);
+        }
+    }
+
+    /// Forgets the remembered pair whose second page is `page`, if `which` accepts it.
+    fn forget_pair_ending_at(&mut self, page: PageId, which: impl Fn(&Pair) -> bool) {
+        let Some(first) = page.checked_sub(1) else {
+            return;
+        };
+        if self.pairs.get(&first).is_some_and(which) {
+            self.pairs.remove(&first);
             self.stats.pairs_dropped += 1;
         }
     }
@@ -408,16 +416,7 @@ impl ScSingleWriter {
         // Another node writes the page too: asking for write access to it early, along with
         // the page before, would only move it back and forth (radix's interleaved writes:
         // 20,000-64,000 faults instead of 5,000-41,000 while such pairs were kept).
-        if let Some(first) = page.checked_sub(1) {
-            if self
-                .pairs
-                .get(&first)
-                .is_some_and(|p| p.access == Access::Write)
-            {
-                self.pairs.remove(&first);
-                self.stats.pairs_dropped += 1;
-            }
-        }
+        self.forget_pair_ending_at(page, |p| p.access == Access::Write);
         let with_data = transfer.with_data;
         let grant = if transfer.exclusive {
             ProtoMsg::GrantExclusive { page, with_data }
