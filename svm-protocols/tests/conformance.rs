@@ -65,6 +65,32 @@ fn addr(page: u64, word: usize) -> u64 {
     page * (8 * PAGE_WORDS) as u64 + 8 * word as u64
 }
 
+/// The writer's half of message passing: the datum 42, then the flag 1.
+fn publish(data: u64, flag: u64) -> [Op; 2] {
+    [
+        Op::Store {
+            addr: data,
+            value: 42,
+        },
+        Op::Store {
+            addr: flag,
+            value: 1,
+        },
+    ]
+}
+
+/// The reader's half: spin until the flag is 1, then load the datum into `reg`.
+fn consume(data: u64, flag: u64, reg: usize) -> [Op; 2] {
+    [
+        Op::SpinUntilEq {
+            addr: flag,
+            value: 1,
+            max_loads: SPIN,
+        },
+        Op::Load { addr: data, reg },
+    ]
+}
+
 /// Fails unless the racy litmus outcomes were actually explored.
 fn assert_explored<T: std::fmt::Debug>(
     s: &Subject,
@@ -97,32 +123,11 @@ pub fn message_passing(s: &Subject) {
             (addr(1, 0), addr(2, 0))
         };
         let mut c = cluster(s, 3, seed);
-        c.spawn(
-            0,
-            vec![
-                Op::Store {
-                    addr: data,
-                    value: 42,
-                },
-                Op::Store {
-                    addr: flag,
-                    value: 1,
-                },
-            ],
-        );
-        let reader = c.spawn(
-            1,
-            vec![
-                // A possibly stale early copy, which must be invalidated in time.
-                Op::Load { addr: data, reg: 0 },
-                Op::SpinUntilEq {
-                    addr: flag,
-                    value: 1,
-                    max_loads: SPIN,
-                },
-                Op::Load { addr: data, reg: 1 },
-            ],
-        );
+        c.spawn(0, publish(data, flag).to_vec());
+        // A possibly stale early copy first, which must be invalidated in time.
+        let mut r = vec![Op::Load { addr: data, reg: 0 }];
+        r.extend(consume(data, flag, 1));
+        let reader = c.spawn(1, r);
         let obs = c.spawn(
             2,
             vec![
@@ -1179,28 +1184,9 @@ pub fn paired_rows(s: &Subject) {
                 // Node 1's row: the flag on its first page, the datum on its second.
                 let [flag, datum] = row(1);
                 if n == 1 {
-                    p.extend([
-                        Op::Store {
-                            addr: datum,
-                            value: 42,
-                        },
-                        Op::Store {
-                            addr: flag,
-                            value: 1,
-                        },
-                    ]);
+                    p.extend(publish(datum, flag));
                 } else {
-                    p.extend([
-                        Op::SpinUntilEq {
-                            addr: flag,
-                            value: 1,
-                            max_loads: SPIN,
-                        },
-                        Op::Load {
-                            addr: datum,
-                            reg: 1,
-                        },
-                    ]);
+                    p.extend(consume(datum, flag, 1));
                 }
             }
             tids.push((n, neighbours, c.spawn(n as NodeId, p)));
@@ -1286,25 +1272,9 @@ pub fn migratory_then_shared(s: &Subject) {
             });
             if s.sc_for_racy {
                 if n == 0 {
-                    p.extend([
-                        Op::Store {
-                            addr: data,
-                            value: 42,
-                        },
-                        Op::Store {
-                            addr: flag,
-                            value: 1,
-                        },
-                    ]);
+                    p.extend(publish(data, flag));
                 } else {
-                    p.extend([
-                        Op::SpinUntilEq {
-                            addr: flag,
-                            value: 1,
-                            max_loads: SPIN,
-                        },
-                        Op::Load { addr: data, reg: 2 },
-                    ]);
+                    p.extend(consume(data, flag, 2));
                 }
             }
             tids.push(c.spawn(n, p));
