@@ -942,14 +942,15 @@ impl Protocol for ScSingleWriter {
         if np.access >= access {
             return; // already granted; the engine wakes the thread itself
         }
-        if std::mem::take(&mut np.paired) && np.exclusive && access == Access::Write {
+        let pair_used = std::mem::take(&mut np.paired) && np.exclusive && access == Access::Write;
+        let upgrade_here = access == Access::Write && np.exclusive && np.outstanding.is_none();
+        if pair_used {
             // Write access asked for through a pair, and used: trust the pair.
             if let Some(pair) = page.checked_sub(1).and_then(|f| self.pairs.get_mut(&f)) {
                 pair.trusted = true;
             }
         }
-        let np = self.node_page(ctx, page);
-        if access == Access::Write && np.exclusive && np.outstanding.is_none() {
+        if upgrade_here {
             self.exclusive_upgrade(ctx, page, out);
             return;
         }
