@@ -358,7 +358,7 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
             for (i, l) in mesh.links.into_iter().enumerate() {
                 links[i] = match deck[i].take() {
                     Some(d) => Some(Box::new(d) as Box<dyn Link>),
-                    None => l.map(|l| {
+                    None => l.map(|mut l| {
                         // The engine sends under its state: queue, never wait (docs/architecture.md).
                         l.queue_sends();
                         Box::new(l) as Box<dyn Link>

@@ -15,7 +15,7 @@ pub use setup::{establish, report_failure, HANDSHAKE_DEADLINE};
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,7 @@ pub struct TcpLink {
     /// Bytes in the backlog (read without its lock by [`Link::backlog`]).
     queued: AtomicUsize,
     /// Sends queue instead of waiting ([`TcpLink::queue_sends`]).
-    queue_sends: AtomicBool,
+    queue_sends: bool,
 }
 
 /// Bytes sent but not yet taken by the socket: `buf[start..]`.
@@ -104,15 +104,15 @@ impl TcpLink {
             stream,
             backlog: Mutex::new(Backlog::default()),
             queued: AtomicUsize::new(0),
-            queue_sends: AtomicBool::new(false),
+            queue_sends: false,
         })
     }
 
     /// From now on, sends never wait for the peer: what the socket does not take is queued for
     /// [`Link::flush`], which the owner must call when [`Link::poll_fd`] is writable (the DSM
-    /// engine does). Call before the link is shared.
-    pub fn queue_sends(&self) {
-        self.queue_sends.store(true, Ordering::Release);
+    /// engine does).
+    pub fn queue_sends(&mut self) {
+        self.queue_sends = true;
     }
 
     fn lost(&self, what: &str, e: std::io::Error) -> CommError {
@@ -190,7 +190,7 @@ fn send_all_parts(stream: &TcpStream, parts: &[&[u8]]) -> std::io::Result<()> {
 impl Link for TcpLink {
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
         let mut q = self.lock_backlog();
-        if !self.queue_sends.load(Ordering::Acquire) {
+        if !self.queue_sends {
             return send_all_parts(&self.stream, parts).map_err(|e| self.lost("send", e));
         }
         if q.len() == 0 {
@@ -410,7 +410,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let a = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         let (b, _) = listener.accept().expect("accept");
-        let (a, b) = (
+        let (mut a, mut b) = (
             TcpLink::new(0, 1, a).expect("link"),
             TcpLink::new(1, 0, b).expect("link"),
         );
