@@ -5,10 +5,12 @@
 //! - [`tcp`]: the TCP full-mesh transport with a job-key handshake;
 //! - [`deck`]: µDECK (messages, mailboxes, name server, groups) and DECK-SCI, the shared-memory
 //!   transport ([`deck::sci`]);
+//! - [`loopback`]: an in-process link (engine tests, several nodes in one process);
 //! - [`bootstrap`]: rank, size, coordinator and job key from `svmrun`, Slurm or Open MPI/PMIx.
 
 pub mod bootstrap;
 pub mod deck;
+pub mod loopback;
 pub mod tcp;
 pub mod transport;
 pub mod wire;

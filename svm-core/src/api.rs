@@ -393,6 +393,7 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
         links,
         protocols,
         default_proto,
+        failure_mode: crate::node::FailureMode::EndJob,
     };
     let node = Node::start(parts).map_err(sys_err)?;
     if verbose {

@@ -45,6 +45,8 @@ mod ops;
 mod pages;
 mod sync_ops;
 
+pub use failure::{EngineError, FailureMode};
+
 /// How long a send that found its peer's connection closed waits for that peer's Goodbye
 /// before the job ends (`EngineState::send_lost`).
 const SEND_LOST_GRACE: Duration = Duration::from_millis(500);
@@ -260,6 +262,8 @@ pub struct NodeParts {
     pub protocols: Vec<Option<Box<dyn Protocol>>>,
     /// Protocol of pages outside regions with their own.
     pub default_proto: u8,
+    /// What the engine does when it fails (every real node: end the job).
+    pub failure_mode: FailureMode,
 }
 
 /// One node's runtime.
@@ -290,6 +294,9 @@ pub struct Node {
     proto_dirty: AtomicBool,
     /// Locks held through the fast path right now.
     fast_held: AtomicU32,
+    failure_mode: FailureMode,
+    /// The error the engine stopped with, under [`FailureMode::Keep`].
+    failure: Mutex<Option<EngineError>>,
     /// Lock acquires through the fast path (statistics).
     fast_count: AtomicU64,
 }
@@ -310,6 +317,7 @@ impl Node {
             links,
             protocols,
             default_proto,
+            failure_mode,
         } = parts;
         let page_size = space.page_size();
         let protocol_name = crate::protocol::PROTOCOL_NAMES[default_proto as usize];
@@ -363,6 +371,8 @@ impl Node {
             proto_dirty: AtomicBool::new(true),
             fast_held: AtomicU32::new(0),
             fast_count: AtomicU64::new(0),
+            failure_mode,
+            failure: Mutex::new(None),
         });
         crate::profile::start(crate::profile::Setup {
             profile: node.cfg.profile.as_deref(),
@@ -372,8 +382,12 @@ impl Node {
             page_size,
         });
         {
+            // No thread holds a lock yet: this only records whether the protocols are
+            // quiescent.
             let mut st = node.lock_state();
-            node.note_protocols(&mut st);
+            if let Err(e) = node.note_protocols(&mut st) {
+                node.fail(Some(&st), e);
+            }
         }
         let poller = &node.poller;
         poller.add(node.backend.poll_fd(), PollToken::Faults.key())?;
@@ -389,9 +403,12 @@ impl Node {
             .spawn(move || {
                 let n3 = n2.clone();
                 // A dead engine thread would leave faulting threads parked forever: abort instead.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || n3.engine_loop()))
-                    .is_err()
-                {
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                    if let Err(e) = n3.engine_loop() {
+                        n3.engine_failed(e);
+                    }
+                }));
+                if run.is_err() {
                     eprintln!(
                         "svm: node {}: the engine thread panicked; aborting the node",
                         n2.me

@@ -1,6 +1,8 @@
 //! Catching accesses to the shared window: the `FaultBackend` trait and its two implementations,
-//! userfaultfd (`uffd.rs`) and SIGSEGV + mprotect (`segv.rs`).
+//! userfaultfd (`uffd.rs`) and SIGSEGV + mprotect (`segv.rs`); and an in-memory backend
+//! (`mem.rs`) that runs the engine without a window (engine tests).
 
+pub mod mem;
 pub mod segv;
 pub mod uffd;
 

@@ -7,7 +7,9 @@ impl Node {
     // ----------------------------------------------------------------------------------------
     // The engine thread
 
-    pub(super) fn engine_loop(&self) {
+    /// Serves faults, frames and wake-ups until the node stops; returns the error that ends
+    /// the engine (handled at one exit point, `Node::engine_failed`).
+    pub(super) fn engine_loop(&self) -> Result<(), EngineError> {
         let poller = &self.poller;
         let mut tokens = Vec::new();
         let mut faults: Vec<Fault> = Vec::new();
@@ -31,12 +33,11 @@ impl Node {
             } else {
                 100
             };
-            if let Err(e) = poller.wait(&mut tokens, timeout) {
-                let st = self.lock_state();
-                self.fatal(Some(&st), &format!("engine poll failed: {e}"));
-            }
+            poller
+                .wait(&mut tokens, timeout)
+                .map_err(EngineError::Poll)?;
             if self.stop.load(Ordering::Acquire) {
-                return;
+                return Ok(());
             }
             if tokens.is_empty() {
                 idle_polls = idle_polls.saturating_add(1);
@@ -61,11 +62,11 @@ impl Node {
                 };
                 match token {
                     PollToken::Faults => {
-                        if let Err(e) = self.backend.take_faults(&mut faults) {
-                            self.fatal(Some(&st), &format!("reading faults: {e}"));
-                        }
+                        self.backend
+                            .take_faults(&mut faults)
+                            .map_err(EngineError::Faults)?;
                         for f in faults.drain(..) {
-                            self.on_fault(&mut st, f);
+                            self.on_fault(&mut st, f)?;
                         }
                     }
                     PollToken::Wake => self.wake.drain(),
@@ -78,7 +79,7 @@ impl Node {
                             continue;
                         };
                         if st.flushing[peer] {
-                            self.flush_link(&mut st, peer as NodeId);
+                            self.flush_link(&mut st, peer as NodeId)?;
                         }
                         let alive = match link.recv_available(&mut bufs[peer]) {
                             Ok(a) => a,
@@ -90,7 +91,7 @@ impl Node {
                                         svm_comm::transport::CommError::Lost { why, .. } => why,
                                         other => other.to_string(),
                                     };
-                                    self.lost(&st, peer as NodeId, &why)
+                                    return Err(self.lost(&st, peer as NodeId, &why));
                                 }
                             }
                         };
@@ -100,7 +101,10 @@ impl Node {
                                 Ok(None) => break,
                                 Err(e) => {
                                     link.close();
-                                    self.fatal(Some(&st), &format!("malformed frame from node {peer}: {e}; connection closed"));
+                                    return Err(EngineError::MalformedFrame {
+                                        peer: peer as NodeId,
+                                        why: e.to_string(),
+                                    });
                                 }
                             };
                             match wire::decode(frame) {
@@ -112,11 +116,14 @@ impl Node {
                                         let (k, b) = (f.msg.stat_name(), frame.len() as u64);
                                         crate::profile::message(k, peer as NodeId, b, false);
                                     }
-                                    self.handle_msg(&mut st, peer as NodeId, f.msg, f.data);
+                                    self.handle_msg(&mut st, peer as NodeId, f.msg, f.data)?;
                                 }
                                 Err(e) => {
                                     link.close();
-                                    self.fatal(Some(&st), &format!("malformed frame from node {peer}: {e}; connection closed"));
+                                    return Err(EngineError::MalformedFrame {
+                                        peer: peer as NodeId,
+                                        why: e.to_string(),
+                                    });
                                 }
                             }
                         }
@@ -125,15 +132,15 @@ impl Node {
                                 closed[peer] = true;
                                 poller.remove(link.poll_fd());
                             } else {
-                                self.lost(&st, peer as NodeId, "connection closed");
+                                return Err(self.lost(&st, peer as NodeId, "connection closed"));
                             }
                         }
                     }
                 }
-                self.drain_loopback(&mut st);
+                self.drain_loopback(&mut st)?;
             }
             if lingering {
-                self.end_lingers(&mut st);
+                self.end_lingers(&mut st)?;
             }
             if last_check.elapsed() >= Duration::from_millis(100) {
                 last_check = Instant::now();
@@ -150,18 +157,12 @@ impl Node {
                         _ => None,
                     });
                 if let Some(why) = lost_send {
-                    self.fatal(Some(&st), &why);
+                    return Err(EngineError::SendFailed(why));
                 }
                 if let Some((_, w)) = st.pages.oldest_waiter() {
                     let waited = Duration::from_nanos(now_ns().saturating_sub(w.since_ns));
                     if waited > self.cfg.timeout {
-                        self.fatal(
-                            Some(&st),
-                            &format!(
-                                "a page fault was not served within {:?} (SVM_TIMEOUT)",
-                                self.cfg.timeout
-                            ),
-                        );
+                        return Err(EngineError::FaultTimeout(self.cfg.timeout));
                     }
                 }
             }
@@ -170,9 +171,9 @@ impl Node {
 
     /// Writes out what `peer`'s link has queued; once nothing is left, stops watching it for
     /// writability. A failed write is handled like a failed send (`EngineState::send_lost`).
-    pub(super) fn flush_link(&self, st: &mut EngineState, peer: NodeId) {
+    pub(super) fn flush_link(&self, st: &mut EngineState, peer: NodeId) -> Result<(), EngineError> {
         let Some(link) = self.links[peer as usize].as_ref() else {
-            return;
+            return Ok(());
         };
         let done = match link.flush() {
             Ok(done) => done,
@@ -186,14 +187,18 @@ impl Node {
         if done {
             st.flushing[peer as usize] = false;
             let token = PollToken::Peer(peer).key();
-            if let Err(e) = self.poller.watch(link.poll_fd(), token, false) {
-                self.fatal(Some(st), &format!("watching the link to node {peer}: {e}"));
-            }
+            self.poller
+                .watch(link.poll_fd(), token, false)
+                .map_err(|err| EngineError::System {
+                    what: format!("watching the link to node {peer}"),
+                    err,
+                })?;
         }
+        Ok(())
     }
 
     /// Moves on the lock tokens whose linger time has passed.
-    pub(super) fn end_lingers(&self, st: &mut EngineState) {
+    pub(super) fn end_lingers(&self, st: &mut EngineState) -> Result<(), EngineError> {
         let now = Instant::now();
         let mut ended = Vec::new();
         st.lingers.retain(|&(t, lock)| {
@@ -207,11 +212,12 @@ impl Node {
         for lock in ended {
             let mut evs = Vec::new();
             st.sync.linger_expired(lock, &mut evs);
-            self.run_sync_events(st, evs);
+            self.run_sync_events(st, evs)?;
         }
-        self.drain_loopback(st);
+        self.drain_loopback(st)?;
         if st.lingers.is_empty() {
             self.lingering.store(false, Ordering::Release);
         }
+        Ok(())
     }
 }

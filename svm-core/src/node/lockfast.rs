@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::{AcquireCont, EngineState, Node, WaitResult, THREAD_WAITER};
+use super::{AcquireCont, EngineError, EngineState, Node, WaitResult, THREAD_WAITER};
 use crate::sync::fast::{FastLock, Reclaimed};
 use crate::sync::Waiter;
 
@@ -21,21 +21,22 @@ impl Node {
     /// Records whether every protocol is quiescent; if not, runs the acquire hooks late for
     /// every lock a thread holds through the fast path (so the critical section is counted
     /// open and its release runs the hooks).
-    pub(super) fn note_protocols(&self, st: &mut EngineState) {
+    pub(super) fn note_protocols(&self, st: &mut EngineState) -> Result<(), EngineError> {
         let quiet = st.protocols.iter().flatten().all(|p| p.quiescent());
         self.proto_dirty.store(!quiet, Ordering::SeqCst);
         if quiet || self.fast_held.load(Ordering::SeqCst) == 0 {
-            return;
+            return Ok(());
         }
         let converted = st.fast_locks.values().filter(|f| f.convert()).count();
         for _ in 0..converted {
-            self.late_acquire(st);
+            self.late_acquire(st)?;
         }
+        Ok(())
     }
 
     /// Runs the acquire hooks (no notices) for a critical section entered through the fast
     /// path; nobody waits for their completion.
-    pub(super) fn late_acquire(&self, st: &mut EngineState) {
+    pub(super) fn late_acquire(&self, st: &mut EngineState) -> Result<(), EngineError> {
         let token = Self::new_token(st);
         st.acquires.insert(
             token,
@@ -44,7 +45,7 @@ impl Node {
                 result: WaitResult::Granted,
             },
         );
-        self.acquire_all(st, token, &[], false);
+        self.acquire_all(st, token, &[], false)
     }
 
     /// The engine is about to change `lock`'s state: takes its fast-path word back, adopting a
@@ -59,20 +60,26 @@ impl Node {
 
     /// A slow-path release by `w`: if it took `lock` through the fast path, the engine takes
     /// over (records it as the holder, runs the acquire hooks it skipped).
-    pub(super) fn take_back_fast(&self, st: &mut EngineState, lock: u64, w: Waiter) {
+    pub(super) fn take_back_fast(
+        &self,
+        st: &mut EngineState,
+        lock: u64,
+        w: Waiter,
+    ) -> Result<(), EngineError> {
         let Some(f) = st.fast_locks.get(&lock).cloned() else {
-            return;
+            return Ok(());
         };
         let Some(tb) = f.take_back(w) else {
-            return;
+            return Ok(());
         };
         self.fast_held.fetch_sub(1, Ordering::SeqCst);
         if tb.adopt {
             st.sync.adopt_holder(lock, w);
         }
         if tb.acquire_hooks {
-            self.late_acquire(st);
+            self.late_acquire(st)?;
         }
+        Ok(())
     }
 
     /// After a slow-path release: if the token stays here idle, threads may take it through

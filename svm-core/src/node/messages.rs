@@ -7,17 +7,26 @@ impl Node {
     // ----------------------------------------------------------------------------------------
     // Sending
 
-    pub(super) fn send(&self, st: &mut EngineState, to: NodeId, msg: Msg, data: &[u8]) {
+    pub(super) fn send(
+        &self,
+        st: &mut EngineState,
+        to: NodeId,
+        msg: Msg,
+        data: &[u8],
+    ) -> Result<(), EngineError> {
         let name = msg.stat_name();
         if to == self.me {
             st.loopback.push_back((msg, data.to_vec()));
-            return;
+            return Ok(());
         }
         let seq = st.seq[to as usize];
         st.seq[to as usize] = seq.wrapping_add(1);
-        if let Err(e) = wire::encode_head(&msg, self.me, seq, data.len(), &mut st.frame) {
-            self.fatal(Some(st), &format!("cannot encode a {name} message: {e}"));
-        }
+        wire::encode_head(&msg, self.me, seq, data.len(), &mut st.frame).map_err(|e| {
+            EngineError::Encode {
+                kind: name,
+                why: e.to_string(),
+            }
+        })?;
         let bytes = (st.frame.len() + data.len()) as u64;
         let m = st.counters.msgs.entry(name).or_default();
         m.sent += 1;
@@ -26,10 +35,10 @@ impl Node {
             crate::profile::message(name, to, bytes, true);
         }
         let Some(link) = self.links.get(to as usize).and_then(|l| l.as_ref()) else {
-            self.fatal(Some(st), &format!("no connection to node {to}"));
+            return Err(EngineError::NoLink(to));
         };
         if st.send_lost[to as usize].is_some() {
-            return;
+            return Ok(());
         }
         if let Err(e) = link.send(&[&st.frame, data]) {
             // A peer closes its links only once every node has said Goodbye, and its own
@@ -45,32 +54,48 @@ impl Node {
             // the change of interest even while the engine sleeps in epoll_wait).
             st.flushing[to as usize] = true;
             let token = PollToken::Peer(to).key();
-            if let Err(e) = self.poller.watch(link.poll_fd(), token, true) {
-                self.fatal(Some(st), &format!("watching the link to node {to}: {e}"));
-            }
+            self.poller
+                .watch(link.poll_fd(), token, true)
+                .map_err(|err| EngineError::System {
+                    what: format!("watching the link to node {to}"),
+                    err,
+                })?;
         }
+        Ok(())
     }
 
     // ----------------------------------------------------------------------------------------
     // Messages
 
-    pub(super) fn handle_msg(&self, st: &mut EngineState, from: NodeId, msg: Msg, data: &[u8]) {
+    pub(super) fn handle_msg(
+        &self,
+        st: &mut EngineState,
+        from: NodeId,
+        msg: Msg,
+        data: &[u8],
+    ) -> Result<(), EngineError> {
         if from != self.me {
             if !st.deferred[from as usize].is_empty() {
                 st.deferred[from as usize].push_back((msg, data.to_vec()));
-                return;
+                return Ok(());
             }
             if let Msg::Proto { msg: pm, .. } = &msg {
                 if self.space.is_unknown_collective(pm.page()) {
                     st.deferred[from as usize].push_back((msg, data.to_vec()));
-                    return;
+                    return Ok(());
                 }
             }
         }
-        self.dispatch(st, from, msg, data);
+        self.dispatch(st, from, msg, data)
     }
 
-    pub(super) fn dispatch(&self, st: &mut EngineState, from: NodeId, msg: Msg, data: &[u8]) {
+    pub(super) fn dispatch(
+        &self,
+        st: &mut EngineState,
+        from: NodeId,
+        msg: Msg,
+        data: &[u8],
+    ) -> Result<(), EngineError> {
         st.handling_remote = from != self.me;
         match msg {
             Msg::Proto { proto, msg } => {
@@ -81,12 +106,9 @@ impl Node {
                     .and_then(|p| p.as_mut())
                 {
                     Some(p) => p.on_message(&self.ctx(), from, &msg, data.len(), &mut acts),
-                    None => self.fatal(
-                        Some(st),
-                        &format!("node {from} sent a message of unknown protocol {proto}"),
-                    ),
+                    None => return Err(EngineError::UnknownProtocol { from, proto }),
                 }
-                self.run_actions(st, proto, acts, data);
+                self.run_actions(st, proto, acts, data)?;
             }
             Msg::Sync(m) => {
                 if let wire::SyncMsg::LockForward { lock, .. } = m {
@@ -96,7 +118,7 @@ impl Node {
                 if !st.sems.on_message(from, &m, &mut evs) {
                     st.sync.on_message(from, &m, &mut evs);
                 }
-                self.run_sync_events(st, evs);
+                self.run_sync_events(st, evs)?;
             }
             Msg::Goodbye => {
                 st.goodbye_from[from as usize] = true;
@@ -106,18 +128,10 @@ impl Node {
                     }
                 }
             }
-            Msg::Abort { reason, code } => {
-                if code != 0 {
-                    eprintln!(
-                        "svm: node {}: the job was ended by {reason} (status {code})",
-                        self.me
-                    );
-                }
-                crate::sys::exit_now(code);
-            }
+            Msg::Abort { reason, code } => return Err(EngineError::Aborted { reason, code }),
             Msg::HomeQuery { page } => {
                 let home = self.space.assign_first_touch(page, from);
-                self.send(st, from, Msg::HomeIs { page, home }, &[]);
+                self.send(st, from, Msg::HomeIs { page, home }, &[])?;
             }
             Msg::HomeIs { page, home } => {
                 self.space.learn_first_touch(page, home);
@@ -126,7 +140,7 @@ impl Node {
                 let need = e.waiters.iter().map(|w| w.need).max();
                 if let Some(need) = need.filter(|n| *n > e.access) {
                     let proto = self.space.proto_of(page);
-                    self.fault_to_protocol(st, page, proto, need);
+                    self.fault_to_protocol(st, page, proto, need)?;
                 }
             }
             Msg::User { tag } => {
@@ -139,24 +153,29 @@ impl Node {
                 self.user_cv.notify_all();
             }
             Msg::Hello { .. } | Msg::PeerTable { .. } => {
-                self.fatal(
-                    Some(st),
-                    &format!("node {from} sent a handshake message after setup (protocol error)"),
-                );
+                return Err(EngineError::LateHandshake { from })
             }
         }
         st.handling_remote = false;
+        Ok(())
     }
 
-    pub(super) fn drain_loopback(&self, st: &mut EngineState) {
+    pub(super) fn drain_loopback(&self, st: &mut EngineState) -> Result<(), EngineError> {
         while let Some((msg, data)) = st.loopback.pop_front() {
-            self.dispatch(st, self.me, msg, &data);
+            self.dispatch(st, self.me, msg, &data)?;
         }
+        Ok(())
     }
 
     /// Re-examines messages held back for collective pages (after a collective allocation).
     pub fn retry_deferred(&self) {
         let mut st = self.lock_state();
+        if let Err(e) = self.retry_deferred_in(&mut st) {
+            self.fail(Some(&st), e)
+        }
+    }
+
+    fn retry_deferred_in(&self, st: &mut EngineState) -> Result<(), EngineError> {
         for from in 0..self.nodes as usize {
             while let Some((msg, _)) = st.deferred[from].front() {
                 if let Msg::Proto { msg: pm, .. } = msg {
@@ -165,9 +184,9 @@ impl Node {
                     }
                 }
                 let (msg, data) = st.deferred[from].pop_front().expect("front exists");
-                self.dispatch(&mut st, from as NodeId, msg, &data);
+                self.dispatch(st, from as NodeId, msg, &data)?;
             }
         }
-        self.drain_loopback(&mut st);
+        self.drain_loopback(st)
     }
 }

@@ -63,7 +63,9 @@ impl Node {
             return;
         }
         let mut st = self.lock_state();
-        self.send(&mut st, to, Msg::User { tag }, data);
+        if let Err(e) = self.send(&mut st, to, Msg::User { tag }, data) {
+            self.fail(Some(&st), e);
+        }
     }
 
     /// Takes the first queued user message accepted by `filter`, waiting up to `timeout`
@@ -86,13 +88,11 @@ impl Node {
                 }
                 drop(b);
                 let st = self.lock_state();
-                self.fatal(
-                    Some(&st),
-                    &format!(
-                        "timed out after {:?} (SVM_TIMEOUT) waiting for a message",
-                        self.cfg.timeout
-                    ),
-                );
+                let err = EngineError::Timeout {
+                    after: self.cfg.timeout,
+                    what: "a message".into(),
+                };
+                self.fail(Some(&st), err);
             }
             b = self
                 .user_cv
@@ -115,7 +115,7 @@ impl Node {
             st.goodbye_sent = true;
             for peer in 0..n.nodes {
                 if peer != n.me {
-                    n.send(st, peer, Msg::Goodbye, &[]);
+                    n.send(st, peer, Msg::Goodbye, &[])?;
                 }
             }
             if st.goodbye_from.iter().all(|g| *g) {
@@ -123,6 +123,7 @@ impl Node {
             } else {
                 st.finish_waiter = Some(w);
             }
+            Ok(())
         });
         self.stop.store(true, Ordering::Release);
         self.wake.signal();
@@ -152,7 +153,7 @@ impl Node {
     /// Sends an abort to every peer and ends this node (used when the application panics).
     pub fn abort(&self, why: &str) -> ! {
         let st = self.state.try_lock().ok();
-        self.fatal(st.as_deref(), why)
+        self.fail(st.as_deref(), EngineError::Application(why.to_string()))
     }
 
     pub fn stats(&self) -> Stats {

@@ -14,22 +14,23 @@ impl Node {
         proto: u8,
         actions: Vec<Action>,
         incoming: &[u8],
-    ) {
+    ) -> Result<(), EngineError> {
         // A protocol hook just ran: before any action can wake a thread, tell the lock fast
         // path whether the protocols are still quiescent.
-        self.note_protocols(st);
+        self.note_protocols(st)?;
         let ps = self.space.page_size();
         let mut actions = actions.into_iter().peekable();
         while let Some(a) = actions.next() {
             match a {
                 Action::Send { to, msg, attach } => match attach {
-                    None => self.send(st, to, Msg::Proto { proto, msg }, &[]),
+                    None => self.send(st, to, Msg::Proto { proto, msg }, &[])?,
                     Some(page) => {
                         let mut buf = std::mem::take(&mut st.page_buf);
                         self.read_local(st, page, &mut buf);
                         st.counters.pages_served += 1;
-                        self.send(st, to, Msg::Proto { proto, msg }, &buf);
+                        let sent = self.send(st, to, Msg::Proto { proto, msg }, &buf);
                         st.page_buf = buf;
+                        sent?;
                     }
                 },
                 Action::SetAccess { page, access } if self.blank(st, page, access) => {
@@ -43,20 +44,13 @@ impl Node {
                         actions.next();
                     }
                     let addr = self.space.page_addr(page);
-                    let present = match self.backend.set_access(
-                        addr,
-                        n as usize * ps,
-                        Access::None,
-                        access,
-                        false,
-                        None,
-                    ) {
-                        Ok(p) => p,
-                        Err(e) => self.fatal(
-                            Some(st),
-                            &format!("setting pages {page}..{} to {access:?}: {e}", page + n),
-                        ),
-                    };
+                    let present = self
+                        .backend
+                        .set_access(addr, n as usize * ps, Access::None, access, false, None)
+                        .map_err(|err| EngineError::System {
+                            what: format!("setting pages {page}..{} to {access:?}", page + n),
+                            err,
+                        })?;
                     st.counters.pages_faulted_around += n;
                     for q in page..page + n {
                         if crate::profile::on() {
@@ -64,7 +58,7 @@ impl Node {
                                 b.fill(0)
                             });
                         }
-                        self.apply_access(st, q, access, present);
+                        self.apply_access(st, q, access, present)?;
                     }
                 }
                 Action::SetAccess { page, access } => {
@@ -76,29 +70,25 @@ impl Node {
                         });
                     }
                     let (present, initial) = self.materialize_source(st, page);
-                    let present = match self
+                    let present = self
                         .backend
                         .set_access(addr, ps, old, access, present, initial)
-                    {
-                        Ok(p) => p,
-                        Err(e) => {
-                            self.fatal(Some(st), &format!("setting page {page} to {access:?}: {e}"))
-                        }
-                    };
+                        .map_err(|err| EngineError::System {
+                            what: format!("setting page {page} to {access:?}"),
+                            err,
+                        })?;
                     if present {
                         st.shadows.remove(&page);
                     }
-                    self.apply_access(st, page, access, present);
+                    self.apply_access(st, page, access, present)?;
                 }
                 Action::InstallIncoming { page, access } => {
                     if incoming.len() != ps {
-                        self.fatal(
-                            Some(st),
-                            &format!(
-                                "a page grant for page {page} carried {} bytes, expected {ps}",
-                                incoming.len()
-                            ),
-                        );
+                        return Err(EngineError::GrantSize {
+                            page,
+                            got: incoming.len(),
+                            expected: ps,
+                        });
                     }
                     let addr = self.space.page_addr(page);
                     if crate::profile::on() {
@@ -108,18 +98,21 @@ impl Node {
                         });
                     }
                     let present = st.pages.get(page).is_some_and(|e| e.present);
-                    let present = match self.backend.install(addr, incoming, access, present) {
-                        Ok(p) => p,
-                        Err(e) => self.fatal(Some(st), &format!("installing page {page}: {e}")),
-                    };
+                    let present = self
+                        .backend
+                        .install(addr, incoming, access, present)
+                        .map_err(|err| EngineError::System {
+                            what: format!("installing page {page}"),
+                            err,
+                        })?;
                     st.shadows.remove(&page);
                     st.counters.pages_fetched += 1;
                     st.counters.bytes_fetched += ps as u64;
-                    self.apply_access(st, page, access, present);
+                    self.apply_access(st, page, access, present)?;
                 }
                 Action::ReleaseDone { token, notices } => {
                     if let Some(notices) = Self::fan_in(st, token, notices) {
-                        self.release_done(st, token, notices);
+                        self.release_done(st, token, notices)?;
                     }
                 }
                 Action::AcquireDone { token } => {
@@ -133,10 +126,9 @@ impl Node {
                 }
                 Action::MakeTwin { page } => {
                     if st.twins.contains_key(&page) {
-                        self.fatal(
-                            Some(st),
-                            &format!("protocol error: page {page} already has a twin"),
-                        );
+                        return Err(EngineError::Protocol(format!(
+                            "page {page} already has a twin"
+                        )));
                     }
                     let mut twin = vec![0u8; ps];
                     self.read_local(st, page, &mut twin);
@@ -148,10 +140,10 @@ impl Node {
                     let mut cur = std::mem::take(&mut st.page_buf);
                     for page in pages {
                         let Some(twin) = st.twins.remove(&page) else {
-                            self.fatal(
-                                Some(st),
-                                &format!("protocol error: diff of page {page}, which has no twin"),
-                            );
+                            st.page_buf = cur;
+                            return Err(EngineError::Protocol(format!(
+                                "diff of page {page}, which has no twin"
+                            )));
                         };
                         self.read_local(st, page, &mut cur);
                         let before = data.len();
@@ -163,15 +155,16 @@ impl Node {
                     }
                     st.page_buf = cur;
                     st.counters.diff_bytes_sent += data.len() as u64;
-                    self.send(st, to, Msg::Proto { proto, msg }, &data);
+                    self.send(st, to, Msg::Proto { proto, msg }, &data)?;
                 }
                 Action::ApplyIncomingDiffs => {
                     if !incoming.is_empty() {
-                        self.apply_diffs(st, incoming);
+                        self.apply_diffs(st, incoming)?;
                     }
                 }
             }
         }
+        Ok(())
     }
 
     /// Whether raising `page` to `access` only materializes a zero page nobody waits for (it
@@ -204,14 +197,12 @@ impl Node {
 
     /// Applies a diff message to local contents without changing protections: in place where
     /// the backend can, otherwise to the engine-held copy the page will be materialized from.
-    pub(super) fn apply_diffs(&self, st: &mut EngineState, data: &[u8]) {
+    pub(super) fn apply_diffs(&self, st: &mut EngineState, data: &[u8]) -> Result<(), EngineError> {
         let ps = self.space.page_size();
         let mut patches: Vec<(PageId, usize, Vec<u8>)> = Vec::new();
-        if let Err(e) = crate::diff::apply(data, ps, |page, off, bytes| {
+        crate::diff::apply(data, ps, |page, off, bytes| {
             patches.push((page, off, bytes.to_vec()))
-        }) {
-            self.fatal(Some(st), &format!("malformed diff message: {e}"));
-        }
+        })?;
         st.counters.diff_bytes_applied += data.len() as u64;
         let mut i = 0;
         while i < patches.len() {
@@ -233,10 +224,13 @@ impl Node {
                 .map(|e| (e.access, e.present))
                 .unwrap_or_default();
             let in_place = !st.shadows.contains_key(&page)
-                && match self.backend.patch(addr, ps, access, present, &runs) {
-                    Ok(done) => done,
-                    Err(e) => self.fatal(Some(st), &format!("applying a diff to page {page}: {e}")),
-                };
+                && self
+                    .backend
+                    .patch(addr, ps, access, present, &runs)
+                    .map_err(|err| EngineError::System {
+                        what: format!("applying a diff to page {page}"),
+                        err,
+                    })?;
             if !in_place {
                 if !st.shadows.contains_key(&page) {
                     let mut sh = vec![0u8; ps];
@@ -250,6 +244,7 @@ impl Node {
             }
             i = j;
         }
+        Ok(())
     }
 
     /// Whether `page` has local contents, and if not, what materializing it must install: a
@@ -276,19 +271,22 @@ impl Node {
         page: PageId,
         access: Access,
         present: bool,
-    ) {
+    ) -> Result<(), EngineError> {
         let mut woken: Vec<PageWaiter> = Vec::new();
         st.pages.set_access(page, access, present, &mut woken);
         if woken.is_empty() {
-            return;
+            return Ok(());
         }
         let now = now_ns();
         let addr = self.space.page_addr(page);
         for w in woken {
             if let WaiterRef::Slot(_) = w.waiter {
-                if let Err(e) = self.backend.wake(addr, self.space.page_size(), w.waiter) {
-                    self.fatal(Some(st), &format!("waking a thread on page {page}: {e}"));
-                }
+                self.backend
+                    .wake(addr, self.space.page_size(), w.waiter)
+                    .map_err(|err| EngineError::System {
+                        what: format!("waking a thread on page {page}"),
+                        err,
+                    })?;
             }
             let dt = now.saturating_sub(w.since_ns);
             if w.need == Access::Write {
@@ -306,11 +304,12 @@ impl Node {
                 crate::profile::fault_served(page, write, w.since_ns, w.tid, st.handling_remote);
             }
         }
+        Ok(())
     }
 
-    pub(super) fn on_fault(&self, st: &mut EngineState, f: Fault) {
+    pub(super) fn on_fault(&self, st: &mut EngineState, f: Fault) -> Result<(), EngineError> {
         if !self.space.contains(f.addr) {
-            return;
+            return Ok(());
         }
         // A plain load first: the swap (a locked RMW) only when a probe is under way.
         let probe = match PROBE_T0.load(Ordering::Acquire) {
@@ -335,11 +334,14 @@ impl Node {
         let e = st.pages.entry(page);
         if e.access >= need {
             // Raced with a resolution that happened after the kernel queued this fault.
-            if let Err(err) = self.backend.wake(f.addr, self.space.page_size(), f.waiter) {
-                self.fatal(Some(st), &format!("waking a thread on page {page}: {err}"));
-            }
+            self.backend
+                .wake(f.addr, self.space.page_size(), f.waiter)
+                .map_err(|err| EngineError::System {
+                    what: format!("waking a thread on page {page}"),
+                    err,
+                })?;
             st.counters.local_faults += 1;
-            return;
+            return Ok(());
         }
         e.waiters.push(PageWaiter {
             waiter: f.waiter,
@@ -352,11 +354,11 @@ impl Node {
             // A first-touch page this node has never dealt with: learn (or become) its home
             // first; the fault goes to the protocol when the directory answers.
             if st.home_queries.insert(page) {
-                self.send(st, self.space.directory(page), Msg::HomeQuery { page }, &[]);
+                self.send(st, self.space.directory(page), Msg::HomeQuery { page }, &[])?;
             }
-            return;
+            return Ok(());
         }
-        self.fault_to_protocol(st, page, proto, need);
+        self.fault_to_protocol(st, page, proto, need)
     }
 
     /// Hands a fault the page table could not satisfy to the page's protocol `proto`.
@@ -366,7 +368,7 @@ impl Node {
         page: PageId,
         proto: u8,
         need: Access,
-    ) {
+    ) -> Result<(), EngineError> {
         let mut acts = Vec::new();
         match st
             .protocols
@@ -374,11 +376,8 @@ impl Node {
             .and_then(|p| p.as_mut())
         {
             Some(p) => p.on_fault(&self.ctx(), page, need, &mut acts),
-            None => self.fatal(
-                Some(st),
-                &format!("page {page} uses protocol {proto}, which this build lacks"),
-            ),
+            None => return Err(EngineError::MissingProtocol { page, proto }),
         }
-        self.run_actions(st, proto, acts, &[]);
+        self.run_actions(st, proto, acts, &[])
     }
 }

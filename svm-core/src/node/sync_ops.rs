@@ -20,13 +20,17 @@ impl Node {
         }
     }
 
-    pub(super) fn run_sync_events(&self, st: &mut EngineState, evs: Vec<SyncEvent>) {
+    pub(super) fn run_sync_events(
+        &self,
+        st: &mut EngineState,
+        evs: Vec<SyncEvent>,
+    ) -> Result<(), EngineError> {
         for ev in evs {
             match ev {
-                SyncEvent::Send { to, msg } => self.send(st, to, Msg::Sync(msg), &[]),
+                SyncEvent::Send { to, msg } => self.send(st, to, Msg::Sync(msg), &[])?,
                 SyncEvent::Granted {
                     waiter, notices, ..
-                } => self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices),
+                } => self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices)?,
                 SyncEvent::TryFailed { waiter, .. } => {
                     self.complete(st, waiter, WaitResult::TryFailed)
                 }
@@ -57,7 +61,7 @@ impl Node {
                             result: WaitResult::BarrierDone,
                         },
                     );
-                    self.acquire_all(st, token, &notices, true);
+                    self.acquire_all(st, token, &notices, true)?;
                 }
                 SyncEvent::BarrierMismatch {
                     waiter,
@@ -67,6 +71,7 @@ impl Node {
                 } => self.complete(st, waiter, WaitResult::BarrierMismatch { expected, got }),
             }
         }
+        Ok(())
     }
 
     /// The protocol instance of `page`.
@@ -98,14 +103,19 @@ impl Node {
 
     /// Runs a release (lock release, semaphore post, barrier arrival with `barrier`) in every
     /// protocol; it completes when all have answered.
-    pub(super) fn release_all(&self, st: &mut EngineState, token: u64, barrier: bool) {
+    pub(super) fn release_all(
+        &self,
+        st: &mut EngineState,
+        token: u64,
+        barrier: bool,
+    ) -> Result<(), EngineError> {
         self.in_every_protocol(st, token, |p, ctx, acts| {
             if barrier {
                 p.on_barrier_arrive(ctx, token, acts)
             } else {
                 p.on_release(ctx, token, acts)
             }
-        });
+        })
     }
 
     /// Runs an acquire (lock grant, semaphore grant, barrier departure with `barrier`) in
@@ -116,14 +126,14 @@ impl Node {
         token: u64,
         notices: &[PageId],
         barrier: bool,
-    ) {
+    ) -> Result<(), EngineError> {
         self.in_every_protocol(st, token, |p, ctx, acts| {
             if barrier {
                 p.on_barrier_depart(ctx, token, notices, acts)
             } else {
                 p.on_acquire(ctx, token, notices, acts)
             }
-        });
+        })
     }
 
     /// Calls `hook` on every protocol instance for the fanned-in operation `token`, running
@@ -133,7 +143,7 @@ impl Node {
         st: &mut EngineState,
         token: u64,
         mut hook: impl FnMut(&mut dyn Protocol, &dyn Context, &mut Vec<Action>),
-    ) {
+    ) -> Result<(), EngineError> {
         let ids: Vec<u8> = (0..st.protocols.len() as u8)
             .filter(|i| st.protocols[*i as usize].is_some())
             .collect();
@@ -143,8 +153,9 @@ impl Node {
             if let Some(p) = st.protocols[id as usize].as_mut() {
                 hook(p.as_mut(), &self.ctx(), &mut acts);
             }
-            self.run_actions(st, id, acts, &[]);
+            self.run_actions(st, id, acts, &[])?;
         }
+        Ok(())
     }
 
     pub(super) fn start_acquire(
@@ -153,22 +164,27 @@ impl Node {
         waiters: Vec<Waiter>,
         result: WaitResult,
         notices: &[PageId],
-    ) {
+    ) -> Result<(), EngineError> {
         let token = Self::new_token(st);
         st.acquires.insert(token, AcquireCont { waiters, result });
-        self.acquire_all(st, token, notices, false);
+        self.acquire_all(st, token, notices, false)
     }
 
-    pub(super) fn release_done(&self, st: &mut EngineState, token: u64, notices: Vec<PageId>) {
+    pub(super) fn release_done(
+        &self,
+        st: &mut EngineState,
+        token: u64,
+        notices: Vec<PageId>,
+    ) -> Result<(), EngineError> {
         let Some(c) = st.releases.remove(&token) else {
-            return;
+            return Ok(());
         };
         let mut evs = Vec::new();
         match c {
             ReleaseCont::Unlock { lock, waiter } => {
                 match st.sync.lock_release(lock, waiter, notices, &mut evs) {
                     Ok(()) => {
-                        self.run_sync_events(st, evs);
+                        self.run_sync_events(st, evs)?;
                         self.publish_fast(st, lock);
                         self.complete(st, waiter, WaitResult::Released);
                     }
@@ -177,7 +193,7 @@ impl Node {
             }
             ReleaseCont::SemPost { sem, waiter } => {
                 st.sems.post(sem, notices, &mut evs);
-                self.run_sync_events(st, evs);
+                self.run_sync_events(st, evs)?;
                 self.complete(st, waiter, WaitResult::Released);
             }
             ReleaseCont::Barrier {
@@ -194,7 +210,7 @@ impl Node {
                         .barrier_all_arrive(barrier, waiter, notices, &mut evs),
                 };
                 match arrived {
-                    Ok(()) => self.run_sync_events(st, evs),
+                    Ok(()) => self.run_sync_events(st, evs)?,
                     Err(SyncError::BarrierBusy { .. }) => {
                         self.complete(st, waiter, WaitResult::BarrierBusy)
                     }
@@ -202,6 +218,7 @@ impl Node {
                 }
             }
         }
+        Ok(())
     }
 
     /// The calling thread's waiter id and cell (created on first use).
@@ -220,11 +237,12 @@ impl Node {
     }
 
     /// Runs `op` under the state lock for the calling thread, then sleeps until the engine
-    /// completes the thread's wait (or the deadline ends the node).
+    /// completes the thread's wait. A failure of `op` or the deadline ends the node (this
+    /// thread's exit point, `Node::fail`).
     pub(super) fn wait_op(
         &self,
         what: Blocked,
-        op: impl FnOnce(&Node, &mut EngineState, Waiter),
+        op: impl FnOnce(&Node, &mut EngineState, Waiter) -> Result<(), EngineError>,
     ) -> WaitResult {
         let cell = {
             let mut st = self.lock_state();
@@ -232,20 +250,19 @@ impl Node {
             cell.state.store(0, Ordering::Release);
             *cell.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
             st.blocked.insert(w, (what.clone(), Instant::now()));
-            op(self, &mut st, w);
-            self.drain_loopback(&mut st);
+            if let Err(e) = op(self, &mut st, w).and_then(|()| self.drain_loopback(&mut st)) {
+                self.fail(Some(&st), e);
+            }
             cell
         };
         let deadline = Instant::now() + self.cfg.timeout;
         if !futex::wait_until(&cell.state, |v| v == 1, Some(deadline)) {
             let st = self.lock_state();
-            self.fatal(
-                Some(&st),
-                &format!(
-                    "timed out after {:?} (SVM_TIMEOUT) waiting for {what:?}",
-                    self.cfg.timeout
-                ),
-            );
+            let err = EngineError::Timeout {
+                after: self.cfg.timeout,
+                what: format!("{what:?}"),
+            };
+            self.fail(Some(&st), err);
         }
         let r = cell.result.lock().unwrap_or_else(|p| p.into_inner()).take();
         r.unwrap_or(WaitResult::Finished)
@@ -265,7 +282,7 @@ impl Node {
             n.reclaim_fast(st, id);
             let mut evs = Vec::new();
             st.sync.lock_acquire(id, w, try_only, &mut evs);
-            n.run_sync_events(st, evs);
+            n.run_sync_events(st, evs)
         });
         let ok = r == WaitResult::Granted;
         if ok && p0 != 0 {
@@ -289,10 +306,10 @@ impl Node {
             return true;
         }
         let r = self.wait_op(Blocked::Unlock(id), |n, st, w| {
-            n.take_back_fast(st, id, w);
+            n.take_back_fast(st, id, w)?;
             if !st.sync.is_holder(id, w) {
                 n.complete(st, w, WaitResult::NotHolder);
-                return;
+                return Ok(());
             }
             let token = Self::new_token(st);
             st.releases.insert(
@@ -302,7 +319,7 @@ impl Node {
                     waiter: w,
                 },
             );
-            n.release_all(st, token, false);
+            n.release_all(st, token, false)
         });
         if r == WaitResult::Released && crate::profile::on() {
             crate::profile::lock_released();
@@ -316,7 +333,7 @@ impl Node {
             let token = Self::new_token(st);
             st.releases
                 .insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
-            n.release_all(st, token, false);
+            n.release_all(st, token, false)
         });
     }
 
@@ -325,7 +342,7 @@ impl Node {
         self.wait_op(Blocked::SemWait(id), |n, st, w| {
             let mut evs = Vec::new();
             st.sems.wait(id, w, &mut evs);
-            n.run_sync_events(st, evs);
+            n.run_sync_events(st, evs)
         });
     }
 
@@ -357,7 +374,7 @@ impl Node {
         let r = self.wait_op(Blocked::Barrier(id), |n, st, w| {
             if count == Some(0) {
                 n.complete(st, w, WaitResult::ZeroCount);
-                return;
+                return Ok(());
             }
             let token = Self::new_token(st);
             st.releases.insert(
@@ -368,7 +385,7 @@ impl Node {
                     waiter: w,
                 },
             );
-            n.release_all(st, token, true);
+            n.release_all(st, token, true)
         });
         self.lock_state()
             .counters

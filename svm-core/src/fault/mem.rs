@@ -1,0 +1,397 @@
+//! An in-memory fault backend: page contents and protections kept in a table instead of the
+//! process's address space, and accesses made through [`MemBackend::load`] /
+//! [`MemBackend::store`] instead of by touching memory. A node built on it runs the real engine
+//! — the same fault service, protocols, messages and synchronisation — without a window, page
+//! faults or signals, so the engines of several nodes can run in one test process.
+//!
+//! An access the page's protection does not allow becomes a [`Fault`] the engine reads like a
+//! SIGSEGV slot fault; the accessing thread sleeps until the engine raises the page (or wakes
+//! its slot) and then retries, as a thread returning from a fault handler does.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::RawFd;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::{Fault, FaultBackend, WaiterRef};
+use crate::sys::{EventFd, SysError};
+use crate::Access;
+
+/// One page of the table.
+#[derive(Debug, Clone)]
+struct MemPage {
+    access: Access,
+    /// Local contents; None while the page is not present.
+    data: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    pages: HashMap<usize, MemPage>,
+    faults: VecDeque<Fault>,
+    /// Slots the engine woke and their accessing threads have not seen yet.
+    woken: Vec<usize>,
+    next_slot: usize,
+    shut: bool,
+}
+
+struct Shared {
+    page_size: usize,
+    table: Mutex<Table>,
+    /// Signalled on every protection change, install and wake-up.
+    changed: Condvar,
+    /// Readable while faults wait for the engine.
+    ready: EventFd,
+}
+
+/// The in-memory backend. Clones share one table: the node owns one (as its `FaultBackend`),
+/// the test keeps another to make accesses.
+#[derive(Clone)]
+pub struct MemBackend {
+    shared: Arc<Shared>,
+}
+
+/// Why an access through [`MemBackend::load`] / [`MemBackend::store`] did not happen.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MemAccessError {
+    #[error("address {addr:#x}+{len} is not inside one page of {page_size} bytes")]
+    SpansPages {
+        addr: usize,
+        len: usize,
+        page_size: usize,
+    },
+    #[error("the access to {addr:#x} was not served within {after:?}")]
+    NotServed { addr: usize, after: Duration },
+}
+
+impl MemBackend {
+    pub fn new(page_size: usize) -> Result<MemBackend, SysError> {
+        Ok(MemBackend {
+            shared: Arc::new(Shared {
+                page_size,
+                table: Mutex::new(Table::default()),
+                changed: Condvar::new(),
+                ready: EventFd::new()?,
+            }),
+        })
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.shared.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn page_base(&self, addr: usize) -> usize {
+        addr / self.shared.page_size * self.shared.page_size
+    }
+
+    /// Reads `len` bytes at `addr` (within one page), faulting like an application load.
+    pub fn load(
+        &self,
+        addr: usize,
+        len: usize,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, MemAccessError> {
+        let mut out = Vec::new();
+        self.access(addr, len, false, timeout, |bytes| {
+            out.extend_from_slice(bytes)
+        })?;
+        Ok(out)
+    }
+
+    /// Writes `bytes` at `addr` (within one page), faulting like an application store.
+    pub fn store(
+        &self,
+        addr: usize,
+        bytes: &[u8],
+        timeout: Duration,
+    ) -> Result<(), MemAccessError> {
+        self.access(addr, bytes.len(), true, timeout, |dst| {
+            dst.copy_from_slice(bytes)
+        })
+    }
+
+    /// The protection the engine gave the page holding `addr`.
+    pub fn access_of(&self, addr: usize) -> Access {
+        let base = self.page_base(addr);
+        self.table()
+            .pages
+            .get(&base)
+            .map(|p| p.access)
+            .unwrap_or(Access::None)
+    }
+
+    fn access(
+        &self,
+        addr: usize,
+        len: usize,
+        write: bool,
+        timeout: Duration,
+        op: impl FnOnce(&mut [u8]),
+    ) -> Result<(), MemAccessError> {
+        let ps = self.shared.page_size;
+        let base = self.page_base(addr);
+        if len == 0 || addr + len > base + ps {
+            return Err(MemAccessError::SpansPages {
+                addr,
+                len,
+                page_size: ps,
+            });
+        }
+        let need = if write { Access::Write } else { Access::Read };
+        let deadline = Instant::now() + timeout;
+        let mut t = self.table();
+        loop {
+            let allowed = t.shut || t.pages.get(&base).is_some_and(|p| p.access >= need);
+            if allowed {
+                let page = t.pages.entry(base).or_insert(MemPage {
+                    access: Access::Write,
+                    data: None,
+                });
+                let data = page.data.get_or_insert_with(|| vec![0; ps]);
+                op(&mut data[addr - base..addr - base + len]);
+                return Ok(());
+            }
+            // The access faults: the engine reads it from the queue, the thread sleeps until
+            // its slot is woken (or the page raised), then retries.
+            let slot = t.next_slot;
+            t.next_slot += 1;
+            t.faults.push_back(Fault {
+                addr,
+                write,
+                waiter: WaiterRef::Slot(slot),
+                since_ns: crate::sys::segv::now_ns(),
+                tid: 0,
+            });
+            self.shared.ready.signal();
+            loop {
+                if let Some(i) = t.woken.iter().position(|s| *s == slot) {
+                    t.woken.swap_remove(i);
+                    break;
+                }
+                if t.shut || t.pages.get(&base).is_some_and(|p| p.access >= need) {
+                    break;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(MemAccessError::NotServed {
+                        addr,
+                        after: timeout,
+                    });
+                }
+                t = self
+                    .shared
+                    .changed
+                    .wait_timeout(t, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+
+    fn pages_of(&self, addr: usize, len: usize) -> impl Iterator<Item = usize> {
+        let ps = self.shared.page_size;
+        (0..len.div_ceil(ps)).map(move |i| addr + i * ps)
+    }
+}
+
+impl FaultBackend for MemBackend {
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        self.shared.ready.raw()
+    }
+
+    fn take_faults(&self, out: &mut Vec<Fault>) -> Result<(), SysError> {
+        self.shared.ready.drain();
+        out.extend(self.table().faults.drain(..));
+        Ok(())
+    }
+
+    fn set_access(
+        &self,
+        addr: usize,
+        len: usize,
+        _old: Access,
+        new: Access,
+        present: bool,
+        initial: Option<&[u8]>,
+    ) -> Result<bool, SysError> {
+        let ps = self.shared.page_size;
+        let mut t = self.table();
+        let mut now_present = present;
+        for base in self.pages_of(addr, len) {
+            let page = t.pages.entry(base).or_insert(MemPage {
+                access: Access::None,
+                data: None,
+            });
+            page.access = new;
+            if !present {
+                page.data = None;
+            }
+            if new != Access::None && page.data.is_none() {
+                // Materialised from the take-over contents, or as zeros.
+                let mut data = vec![0; ps];
+                if let Some(init) = initial {
+                    data[..init.len().min(ps)].copy_from_slice(&init[..init.len().min(ps)]);
+                }
+                page.data = Some(data);
+            }
+            now_present = page.data.is_some();
+        }
+        drop(t);
+        self.shared.changed.notify_all();
+        Ok(now_present)
+    }
+
+    fn install(
+        &self,
+        addr: usize,
+        data: &[u8],
+        access: Access,
+        _present: bool,
+    ) -> Result<bool, SysError> {
+        let base = self.page_base(addr);
+        self.table().pages.insert(
+            base,
+            MemPage {
+                access,
+                data: Some(data.to_vec()),
+            },
+        );
+        self.shared.changed.notify_all();
+        Ok(true)
+    }
+
+    fn read(&self, addr: usize, dst: &mut [u8], present: bool, initial: Option<&[u8]>) {
+        let base = self.page_base(addr);
+        let t = self.table();
+        match t.pages.get(&base).and_then(|p| p.data.as_ref()) {
+            Some(data) if present => dst.copy_from_slice(&data[..dst.len()]),
+            _ => {
+                dst.fill(0);
+                if let Some(init) = initial {
+                    let n = init.len().min(dst.len());
+                    dst[..n].copy_from_slice(&init[..n]);
+                }
+            }
+        }
+    }
+
+    fn patch(
+        &self,
+        addr: usize,
+        _len: usize,
+        _access: Access,
+        present: bool,
+        runs: &[(usize, &[u8])],
+    ) -> Result<bool, SysError> {
+        if !present {
+            return Ok(false);
+        }
+        let base = self.page_base(addr);
+        let mut t = self.table();
+        let Some(data) = t.pages.get_mut(&base).and_then(|p| p.data.as_mut()) else {
+            return Ok(false);
+        };
+        for (off, bytes) in runs {
+            data[*off..*off + bytes.len()].copy_from_slice(bytes);
+        }
+        Ok(true)
+    }
+
+    fn drop_range(&self, addr: usize, len: usize) -> Result<(), SysError> {
+        let mut t = self.table();
+        for base in self.pages_of(addr, len) {
+            t.pages.remove(&base);
+        }
+        Ok(())
+    }
+
+    fn wake(&self, _addr: usize, _len: usize, waiter: WaiterRef) -> Result<(), SysError> {
+        if let WaiterRef::Slot(slot) = waiter {
+            self.table().woken.push(slot);
+            self.shared.changed.notify_all();
+        }
+        Ok(())
+    }
+
+    fn shutdown(&self) {
+        self.table().shut = true;
+        self.shared.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: usize = 4096;
+    const SOON: Duration = Duration::from_millis(50);
+
+    #[test]
+    fn an_access_the_protection_forbids_becomes_a_fault_and_waits() {
+        let m = MemBackend::new(P).expect("backend");
+        let err = m
+            .load(0x10000, 8, SOON)
+            .expect_err("nobody serves the fault");
+        assert_eq!(
+            err,
+            MemAccessError::NotServed {
+                addr: 0x10000,
+                after: SOON
+            }
+        );
+        let mut faults = Vec::new();
+        m.take_faults(&mut faults).expect("take");
+        assert_eq!(faults.len(), 1);
+        assert_eq!((faults[0].addr, faults[0].write), (0x10000, false));
+    }
+
+    #[test]
+    fn a_raised_page_serves_the_waiting_access_with_its_contents() {
+        let m = MemBackend::new(P).expect("backend");
+        let engine = m.clone();
+        let t = std::thread::spawn(move || {
+            let mut faults = Vec::new();
+            while faults.is_empty() {
+                engine.take_faults(&mut faults).expect("take");
+                std::thread::yield_now();
+            }
+            let mut page = vec![0u8; P];
+            page[8..12].copy_from_slice(&[1, 2, 3, 4]);
+            engine
+                .install(faults[0].addr / P * P, &page, Access::Read, false)
+                .expect("install");
+        });
+        let got = m.load(0x10008, 4, Duration::from_secs(10)).expect("served");
+        t.join().expect("engine thread");
+        assert_eq!(got, vec![1, 2, 3, 4]);
+        assert_eq!(m.access_of(0x10000), Access::Read);
+        assert!(
+            m.store(0x10008, &[9], SOON).is_err(),
+            "read-only: a store faults"
+        );
+    }
+
+    #[test]
+    fn patches_apply_only_to_present_pages_and_drop_forgets() {
+        let m = MemBackend::new(P).expect("backend");
+        assert!(!m
+            .patch(0, P, Access::None, false, &[(0, &[7])])
+            .expect("patch"));
+        assert!(m
+            .set_access(0, P, Access::None, Access::Write, false, None)
+            .expect("raise"));
+        assert!(m
+            .patch(0, P, Access::Write, true, &[(3, &[7, 7])])
+            .expect("patch"));
+        assert_eq!(m.load(2, 3, SOON).expect("load"), vec![0, 7, 7]);
+        m.drop_range(0, P).expect("drop");
+        assert_eq!(m.access_of(0), Access::None);
+        let mut dst = vec![1u8; 4];
+        m.read(0, &mut dst, false, None);
+        assert_eq!(dst, vec![0; 4], "a page without contents reads as zeros");
+    }
+}

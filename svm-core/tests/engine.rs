@@ -1,0 +1,278 @@
+//! Engine tests: the real engine of several nodes in one process, over loopback links
+//! (`svm_comm::loopback`) and the in-memory fault backend (`svm_core::fault::mem`). No window,
+//! no page faults, no other processes: what is tested is the engine's fault service, message
+//! dispatch, synchronisation and failure handling with every protocol of the build.
+//!
+//! Deadlines: every access and wait has one (the backend's access timeout, `SVM_TIMEOUT` for
+//! the nodes' waits), so a hang fails the test with the name of what was waited for.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use svm_comm::loopback::{self, LoopbackTap};
+use svm_comm::transport::Link;
+use svm_comm::wire::{self, Msg, ProtoMsg};
+use svm_core::config::Config;
+use svm_core::fault::mem::MemBackend;
+use svm_core::node::{FailureMode, Node, NodeParts, WaitResult};
+use svm_core::protocol::{protocol_id, Protocol, PROTOCOL_NAMES};
+use svm_core::space::Space;
+use svm_core::NodeId;
+
+/// How long one access may wait for the engines (the nodes' own waits end the test process
+/// with a diagnostic after `SVM_TIMEOUT`, 20 s).
+const ACCESS: Duration = Duration::from_secs(20);
+
+struct TestJob {
+    nodes: Vec<Arc<Node>>,
+    mems: Vec<MemBackend>,
+    /// `taps[i][j]`: node i's end of its link to node j.
+    taps: Vec<Vec<Option<LoopbackTap>>>,
+}
+
+fn start_job(n: NodeId, protocol: &str, failure_mode: FailureMode) -> TestJob {
+    let cfg = Config::from_lookup(&|k| match k {
+        "SVM_PROTOCOL" => Some(protocol.to_string()),
+        "SVM_TIMEOUT" => Some("20".into()),
+        _ => None,
+    })
+    .expect("configuration");
+    let mut links: Vec<Vec<Option<Box<dyn Link>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut taps: Vec<Vec<Option<LoopbackTap>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for a in 0..n {
+        for b in a + 1..n {
+            let (ab, ba) = loopback::pair(a, b).expect("loopback pair");
+            taps[a as usize][b as usize] = Some(ab.tap());
+            taps[b as usize][a as usize] = Some(ba.tap());
+            links[a as usize][b as usize] = Some(Box::new(ab));
+            links[b as usize][a as usize] = Some(Box::new(ba));
+        }
+    }
+    let default_proto = protocol_id(protocol).expect("a protocol of this build");
+    let mut nodes = Vec::new();
+    let mut mems = Vec::new();
+    for (me, links) in links.into_iter().enumerate() {
+        let me = me as NodeId;
+        let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, me, n);
+        space.set_default_protocol(default_proto);
+        let mem = MemBackend::new(cfg.page_size).expect("in-memory backend");
+        let protocols: Vec<Option<Box<dyn Protocol>>> = PROTOCOL_NAMES
+            .iter()
+            .map(|name| svm_protocols::by_name(name))
+            .collect();
+        let node = Node::start(NodeParts {
+            cfg: cfg.clone(),
+            me,
+            nodes: n,
+            space: Arc::new(space),
+            backend: Box::new(mem.clone()),
+            links,
+            protocols,
+            default_proto,
+            failure_mode,
+        })
+        .expect("node starts");
+        nodes.push(node);
+        mems.push(mem);
+    }
+    TestJob { nodes, mems, taps }
+}
+
+impl TestJob {
+    /// Runs `body` on every node, each in its own thread (as each node's application would
+    /// run in its own process), then ends the job in order (`Node::finish`).
+    fn run(&self, body: impl Fn(&Node, &MemBackend) + Sync) {
+        std::thread::scope(|s| {
+            for (node, mem) in self.nodes.iter().zip(&self.mems) {
+                let body = &body;
+                s.spawn(move || {
+                    body(node, mem);
+                    node.finish();
+                });
+            }
+        });
+    }
+
+    /// Waits until node `i`'s engine stops with an error and returns its message.
+    fn engine_failure(&self, i: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(e) = self.nodes[i].engine_failure() {
+                return e;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {i}'s engine did not fail within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+fn load_u64(mem: &MemBackend, addr: usize) -> u64 {
+    let b = mem.load(addr, 8, ACCESS).expect("load served");
+    u64::from_le_bytes(b.try_into().expect("8 bytes"))
+}
+
+fn store_u64(mem: &MemBackend, addr: usize, v: u64) {
+    mem.store(addr, &v.to_le_bytes(), ACCESS)
+        .expect("store served");
+}
+
+const PROTOCOLS: [&str; 3] = ["sc-sw", "sc-mw", "scope"];
+
+#[test]
+fn a_counter_under_a_lock_counts_every_increment_of_both_nodes() {
+    const ROUNDS: u64 = 150;
+    for proto in PROTOCOLS {
+        let job = start_job(2, proto, FailureMode::EndJob);
+        // A page homed at node 0 (its local arena): node 1 fetches it through the engines.
+        let counter = job.nodes[0].space.alloc_local(4096).expect("allocation");
+        job.run(|node, mem| {
+            for _ in 0..ROUNDS {
+                assert!(node.lock(1, false), "{proto}: lock granted");
+                let v = load_u64(mem, counter);
+                store_u64(mem, counter, v + 1);
+                assert!(node.unlock(1), "{proto}: unlock by the holder");
+            }
+            assert_eq!(
+                node.barrier(2, 2),
+                WaitResult::BarrierDone,
+                "{proto}: barrier"
+            );
+            assert!(node.lock(1, false));
+            assert_eq!(
+                load_u64(mem, counter),
+                2 * ROUNDS,
+                "{proto}: node {} sees every increment",
+                node.me
+            );
+            assert!(node.unlock(1));
+        });
+        // The page went through the engines: node 1, which is not its home, fetched it.
+        let s1 = job.nodes[1].stats();
+        assert!(s1.pages_fetched > 0, "{proto}: node 1 fetched the page");
+        assert_eq!(s1.fault_backend, "mem");
+    }
+}
+
+#[test]
+fn values_written_before_a_barrier_are_read_after_it_on_every_node() {
+    const NODES: NodeId = 3;
+    for proto in PROTOCOLS {
+        let job = start_job(NODES, proto, FailureMode::EndJob);
+        // One page per node, homed at that node.
+        let slots: Vec<usize> = job
+            .nodes
+            .iter()
+            .map(|n| n.space.alloc_local(4096).expect("allocation"))
+            .collect();
+        job.run(|node, mem| {
+            let me = node.me as usize;
+            for round in 0..5u64 {
+                store_u64(mem, slots[me], round * 10 + me as u64);
+                assert_eq!(node.barrier(9, NODES as u32), WaitResult::BarrierDone);
+                for (k, &slot) in slots.iter().enumerate() {
+                    assert_eq!(
+                        load_u64(mem, slot),
+                        round * 10 + k as u64,
+                        "{proto}: node {me}, round {round}, slot of node {k}"
+                    );
+                }
+                assert_eq!(node.barrier(9, NODES as u32), WaitResult::BarrierDone);
+            }
+        });
+    }
+}
+
+#[test]
+fn a_page_written_at_one_node_is_read_at_another_under_sequential_consistency() {
+    let job = start_job(2, "sc-sw", FailureMode::EndJob);
+    let page = job.nodes[1].space.alloc_local(4096).expect("allocation");
+    let flag = page + 2048;
+    job.run(|node, mem| {
+        if node.me == 0 {
+            // Written here, homed at node 1: ownership moves to node 0 and back.
+            store_u64(mem, page, 0xfeed);
+            store_u64(mem, flag, 1);
+        } else {
+            let deadline = Instant::now() + ACCESS;
+            while load_u64(mem, flag) != 1 {
+                assert!(Instant::now() < deadline, "the flag never turned 1");
+                std::thread::yield_now();
+            }
+            assert_eq!(load_u64(mem, page), 0xfeed, "the datum before the flag");
+        }
+    });
+}
+
+/// A frame from `from` to the tapped node, as `from`'s engine would send it.
+fn frame(msg: &Msg, from: NodeId) -> Vec<u8> {
+    wire::encode(msg, from, 0, &[]).expect("encodes")
+}
+
+#[test]
+fn garbage_on_a_link_is_an_engine_error_naming_the_sender_and_closes_the_link() {
+    let job = start_job(2, "sc-sw", FailureMode::Keep);
+    let tap = job.taps[0][1].as_ref().expect("link 0-1");
+    tap.inject(&[0xff; 64]);
+    let e = job.engine_failure(0);
+    assert!(e.contains("malformed frame from node 1"), "{e}");
+    assert!(e.contains("connection closed"), "{e}");
+    // Node 1 sees the connection close: for it, node 0 is lost.
+    let e1 = job.engine_failure(1);
+    assert!(e1.contains("lost node 0"), "{e1}");
+}
+
+#[test]
+fn a_message_of_a_protocol_the_build_lacks_is_an_engine_error() {
+    let job = start_job(2, "sc-sw", FailureMode::Keep);
+    // A page of node 0's own arena (a page of a collective allocation node 0 has not made
+    // yet would be held back until it has).
+    let space = &job.nodes[0].space;
+    let page = space.page_of(space.alloc_local(4096).expect("allocation"));
+    let msg = Msg::Proto {
+        proto: 250,
+        msg: ProtoMsg::ReadReq { page },
+    };
+    job.taps[0][1]
+        .as_ref()
+        .expect("link")
+        .inject(&frame(&msg, 1));
+    let e = job.engine_failure(0);
+    assert_eq!(e, "node 1 sent a message of unknown protocol 250");
+}
+
+#[test]
+fn a_cut_connection_is_a_lost_node() {
+    let job = start_job(3, "sc-sw", FailureMode::Keep);
+    job.taps[0][2].as_ref().expect("link 0-2").cut();
+    let e = job.engine_failure(0);
+    assert!(e.starts_with("lost node 2 (connection closed)"), "{e}");
+    let e2 = job.engine_failure(2);
+    assert!(e2.starts_with("lost node 0 (connection closed)"), "{e2}");
+    assert_eq!(
+        job.nodes[1].engine_failure(),
+        None,
+        "node 1's links are whole"
+    );
+}
+
+#[test]
+fn an_abort_from_a_peer_ends_the_engine_with_its_reason_and_status() {
+    let job = start_job(2, "sc-sw", FailureMode::Keep);
+    let abort = Msg::Abort {
+        reason: "node 1: the program called exit(3)".into(),
+        code: 3,
+    };
+    job.taps[0][1]
+        .as_ref()
+        .expect("link")
+        .inject(&frame(&abort, 1));
+    assert_eq!(
+        job.engine_failure(0),
+        "the job was ended by node 1: the program called exit(3) (status 3)"
+    );
+}
