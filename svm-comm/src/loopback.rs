@@ -52,6 +52,28 @@ impl Pipe {
             .store(true, std::sync::atomic::Ordering::Release);
         self.signal();
     }
+
+    /// Moves every queued byte into `buf`; false once the pipe is closed.
+    fn drain_into(&self, buf: &mut RecvBuf) -> bool {
+        // Consume the readiness first: bytes queued after this read signal again.
+        let _ = self.ready.read();
+        let mut q = self.queue();
+        let n = q.len();
+        if n > 0 {
+            let dst = buf.spare(n);
+            for (d, s) in dst.iter_mut().zip(q.drain(..)) {
+                *d = s;
+            }
+            buf.commit(n);
+        }
+        drop(q);
+        let open = !self.closed.load(std::sync::atomic::Ordering::Acquire);
+        if !open {
+            // Stay readable: a closed connection is reported on every poll, like a socket's EOF.
+            self.signal();
+        }
+        open
+    }
 }
 
 /// One end of an in-process connection (see [`pair`]).
@@ -111,6 +133,22 @@ impl LoopbackTap {
         self.inbound.signal();
     }
 
+    /// Whether bytes wait at the tapped end or the connection is closed (no system call).
+    pub fn pending(&self) -> bool {
+        !self.inbound.queue().is_empty()
+            || self
+                .inbound
+                .closed
+                .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Reads what arrived at the tapped end into `buf`, standing in for that end's reader (a
+    /// simulator that delivers frames to a driven engine one at a time); false once the
+    /// connection is closed.
+    pub fn receive(&self, buf: &mut RecvBuf) -> bool {
+        self.inbound.drain_into(buf)
+    }
+
     /// Cuts the connection, as a dying peer would: both ends see EOF once they have read what
     /// was already queued.
     pub fn cut(&self) {
@@ -146,27 +184,7 @@ impl Link for LoopbackLink {
     }
 
     fn recv_available(&self, buf: &mut RecvBuf) -> Result<bool, CommError> {
-        // Consume the readiness first: bytes queued after this read signal again.
-        let _ = self.inbound.ready.read();
-        let mut q = self.inbound.queue();
-        let n = q.len();
-        if n > 0 {
-            let dst = buf.spare(n);
-            for (d, s) in dst.iter_mut().zip(q.drain(..)) {
-                *d = s;
-            }
-            buf.commit(n);
-        }
-        drop(q);
-        let open = !self
-            .inbound
-            .closed
-            .load(std::sync::atomic::Ordering::Acquire);
-        if !open {
-            // Stay readable: a closed connection is reported on every poll, like a socket's EOF.
-            self.inbound.signal();
-        }
-        Ok(open)
+        Ok(self.inbound.drain_into(buf))
     }
 
     fn kind(&self) -> &'static str {

@@ -37,6 +37,7 @@ use crate::sys::segv::now_ns;
 use crate::sys::{futex, EventFd, Poller};
 use crate::{Access, NodeId, PageId};
 
+mod driven;
 mod engine;
 mod failure;
 mod lockfast;
@@ -45,6 +46,7 @@ mod ops;
 mod pages;
 mod sync_ops;
 
+pub use driven::Pending;
 pub use failure::{EngineError, FailureMode};
 
 /// How long a send that found its peer's connection closed waits for that peer's Goodbye
@@ -170,6 +172,37 @@ enum Blocked {
     SemWait(u64),
     SemPost(u64),
     Finish,
+}
+
+/// A synchronisation operation of an application thread (the engine's slow path; see
+/// `Node::run_sync_op`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncOp {
+    /// Acquire lock `id`; with `try_only`, complete with `TryFailed` instead of waiting.
+    Lock {
+        id: u64,
+        try_only: bool,
+    },
+    Unlock(u64),
+    /// Barrier `id` of `count` threads over all nodes; None: every node, one thread each.
+    Barrier {
+        id: u64,
+        count: Option<u32>,
+    },
+    SemPost(u64),
+    SemWait(u64),
+}
+
+impl SyncOp {
+    fn blocked(self) -> Blocked {
+        match self {
+            SyncOp::Lock { id, .. } => Blocked::Lock(id),
+            SyncOp::Unlock(id) => Blocked::Unlock(id),
+            SyncOp::Barrier { id, .. } => Blocked::Barrier(id),
+            SyncOp::SemPost(id) => Blocked::SemPost(id),
+            SyncOp::SemWait(id) => Blocked::SemWait(id),
+        }
+    }
 }
 
 struct EngineState {
@@ -308,6 +341,37 @@ thread_local! {
 impl Node {
     /// Assembles a node from its parts and starts the engine thread.
     pub fn start(parts: NodeParts) -> Result<Arc<Node>, crate::sys::SysError> {
+        let node = Self::assemble(parts)?;
+        let n2 = node.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("svm-engine-{}", node.me))
+            .spawn(move || {
+                let n3 = n2.clone();
+                // A dead engine thread would leave faulting threads parked forever: abort instead.
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                    if let Err(e) = n3.engine_loop() {
+                        n3.engine_failed(e);
+                    }
+                }));
+                if run.is_err() {
+                    eprintln!(
+                        "svm: node {}: the engine thread panicked; aborting the node",
+                        n2.me
+                    );
+                    std::process::abort();
+                }
+            })
+            .map_err(|e| crate::sys::SysError::Call {
+                call: "spawn(engine thread)",
+                errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)),
+            })?;
+        *node.engine.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+        Ok(node)
+    }
+
+    /// A node made of `parts`, its engine not running yet (`start` runs it in a thread,
+    /// `start_driven` leaves it to a driver).
+    fn assemble(parts: NodeParts) -> Result<Arc<Node>, crate::sys::SysError> {
         let NodeParts {
             cfg,
             me,
@@ -397,30 +461,6 @@ impl Node {
                 poller.add(l.poll_fd(), PollToken::Peer(peer as NodeId).key())?;
             }
         }
-        let n2 = node.clone();
-        let h = std::thread::Builder::new()
-            .name(format!("svm-engine-{me}"))
-            .spawn(move || {
-                let n3 = n2.clone();
-                // A dead engine thread would leave faulting threads parked forever: abort instead.
-                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                    if let Err(e) = n3.engine_loop() {
-                        n3.engine_failed(e);
-                    }
-                }));
-                if run.is_err() {
-                    eprintln!(
-                        "svm: node {}: the engine thread panicked; aborting the node",
-                        n2.me
-                    );
-                    std::process::abort();
-                }
-            })
-            .map_err(|e| crate::sys::SysError::Call {
-                call: "spawn(engine thread)",
-                errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)),
-            })?;
-        *node.engine.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
         Ok(node)
     }
 

@@ -1,6 +1,8 @@
 //! svm-protocols: one file per coherence protocol (`sc-mw` and `scope` share `home_mw`), each implementing `svm_core::protocol::Protocol`,
-//! and the deterministic in-memory cluster that runs them all through one conformance suite.
+//! and the deterministic simulators the conformance suite runs them in: `sim`, the protocol-level
+//! cluster, and `engine_sim`, the same programs on the real engine of every node.
 
+pub mod engine_sim;
 mod home_mw;
 pub mod sc_multi_writer;
 pub mod sc_single_writer;

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use svm_core::protocol::{NodeId, Protocol};
+use svm_protocols::engine_sim::EngineCluster;
 use svm_protocols::sim::{Cluster, Discard, Op, SimConfig, ThreadId};
 
 /// A protocol under test.
@@ -41,8 +42,86 @@ fn seeds() -> u64 {
         .unwrap_or(1000)
 }
 
+/// What the suite's programs run on: the protocol-level cluster (`sim`, which also checks
+/// what only a model can see: notices kept, lock overtakes, a crashed node) or the real engine
+/// of every node (`engine_sim`). Tests that need only programs and their results run on both.
+pub trait Sim: Sized {
+    const KIND: &'static str;
+    fn build(s: &Subject, cfg: SimConfig) -> Self;
+    fn spawn(&mut self, node: NodeId, prog: Vec<Op>) -> ThreadId;
+    fn run_programs(&mut self) -> Result<(), String>;
+    fn log(&self, t: ThreadId) -> &[u64];
+    fn regs(&self, t: ThreadId) -> &[u64];
+    /// The same cluster recording a long event trace (`SVM_DEBUG_SEED`), where it keeps one.
+    fn traced(self, s: &Subject) -> Self;
+    fn dump_state(&self) -> String;
+    /// Messages that carried a page, over the whole run.
+    fn pages_sent(&self) -> u64;
+}
+
+impl Sim for Cluster {
+    const KIND: &'static str = "model";
+    fn build(s: &Subject, cfg: SimConfig) -> Self {
+        let c = Cluster::new(cfg, s.factory);
+        assert_eq!(c.protocol(0).name(), s.name);
+        c
+    }
+    fn spawn(&mut self, node: NodeId, prog: Vec<Op>) -> ThreadId {
+        Cluster::spawn(self, node, prog)
+    }
+    fn run_programs(&mut self) -> Result<(), String> {
+        self.run().map(|_| ()).map_err(|e| e.to_string())
+    }
+    fn log(&self, t: ThreadId) -> &[u64] {
+        Cluster::log(self, t)
+    }
+    fn regs(&self, t: ThreadId) -> &[u64] {
+        Cluster::regs(self, t)
+    }
+    fn traced(self, s: &Subject) -> Self {
+        Cluster::new(self.config().clone().trace(100_000), s.factory)
+    }
+    fn dump_state(&self) -> String {
+        self.dump_now("debug")
+    }
+    fn pages_sent(&self) -> u64 {
+        self.stats().pages_sent
+    }
+}
+
+impl Sim for EngineCluster {
+    const KIND: &'static str = "engine";
+    fn build(s: &Subject, cfg: SimConfig) -> Self {
+        match EngineCluster::new(cfg, s.factory) {
+            Ok(c) => c,
+            Err(e) => panic!("{} / engine simulator: {e}", s.name),
+        }
+    }
+    fn spawn(&mut self, node: NodeId, prog: Vec<Op>) -> ThreadId {
+        EngineCluster::spawn(self, node, prog)
+    }
+    fn run_programs(&mut self) -> Result<(), String> {
+        self.run().map(|_| ()).map_err(|e| e.to_string())
+    }
+    fn log(&self, t: ThreadId) -> &[u64] {
+        EngineCluster::log(self, t)
+    }
+    fn regs(&self, t: ThreadId) -> &[u64] {
+        EngineCluster::regs(self, t)
+    }
+    fn traced(self, _: &Subject) -> Self {
+        self
+    }
+    fn dump_state(&self) -> String {
+        self.dump_now()
+    }
+    fn pages_sent(&self) -> u64 {
+        (0..self.nodes()).map(|n| self.stats(n).pages_served).sum()
+    }
+}
+
 /// A cluster of `nodes` nodes whose pages get random homes drawn from `seed`.
-fn cluster(s: &Subject, nodes: NodeId, seed: u64) -> Cluster {
+fn cluster<C: Sim>(s: &Subject, nodes: NodeId, seed: u64) -> C {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_4053);
     let homes: Vec<NodeId> = (0..16).map(|_| rng.gen_range(0..nodes)).collect();
     let cfg = SimConfig::new(nodes, seed)
@@ -50,14 +129,12 @@ fn cluster(s: &Subject, nodes: NodeId, seed: u64) -> Cluster {
         .home(move |p| homes[p as usize % homes.len()])
         .check_single_writer(s.single_writer)
         .discard(s.discard);
-    let c = Cluster::new(cfg, s.factory);
-    assert_eq!(c.protocol(0).name(), s.name);
-    c
+    C::build(s, cfg)
 }
 
-fn run(s: &Subject, c: &mut Cluster, test: &str) {
-    if let Err(e) = c.run() {
-        panic!("{} / {test}: {e}", s.name);
+fn run<C: Sim>(s: &Subject, c: &mut C, test: &str) {
+    if let Err(e) = c.run_programs() {
+        panic!("{} / {test} ({} simulator): {e}", s.name, C::KIND);
     }
 }
 
@@ -109,7 +186,7 @@ fn assert_explored<T: std::fmt::Debug>(
 // ---------------------------------------------------------------- litmus tests
 
 /// Message passing: data then flag; a reader that saw the flag must see the data.
-pub fn message_passing(s: &Subject) {
+pub fn message_passing<C: Sim>(s: &Subject) {
     if !s.sc_for_racy {
         return;
     }
@@ -122,7 +199,7 @@ pub fn message_passing(s: &Subject) {
         } else {
             (addr(1, 0), addr(2, 0))
         };
-        let mut c = cluster(s, 3, seed);
+        let mut c = cluster::<C>(s, 3, seed);
         c.spawn(0, publish(data, flag).to_vec());
         // A possibly stale early copy first, which must be invalidated in time.
         let mut r = vec![Op::Load { addr: data, reg: 0 }];
@@ -156,7 +233,7 @@ pub fn message_passing(s: &Subject) {
 }
 
 /// Store buffering (Dekker): x=1; r1=y ‖ y=1; r2=x never gives r1 = r2 = 0.
-pub fn store_buffering(s: &Subject) {
+pub fn store_buffering<C: Sim>(s: &Subject) {
     if !s.sc_for_racy {
         return;
     }
@@ -168,7 +245,7 @@ pub fn store_buffering(s: &Subject) {
             } else {
                 (addr(1, 1), addr(2, 6))
             };
-            let mut c = cluster(s, 3, seed);
+            let mut c = cluster::<C>(s, 3, seed);
             let warm = seed % 3 == 0;
             let prog = |mine: u64, other: u64| {
                 let mut p = Vec::new();
@@ -211,14 +288,14 @@ pub fn store_buffering(s: &Subject) {
 
 /// Independent reads of independent writes: two readers never see the writes in opposite
 /// orders.
-pub fn iriw(s: &Subject) {
+pub fn iriw<C: Sim>(s: &Subject) {
     if !s.sc_for_racy {
         return;
     }
     let mut outcomes = BTreeMap::new();
     for seed in 0..seeds() {
         let (x, y) = (addr(1, 2), addr(2, 3));
-        let mut c = cluster(s, 4, seed);
+        let mut c = cluster::<C>(s, 4, seed);
         c.spawn(0, vec![Op::Store { addr: x, value: 1 }]);
         c.spawn(1, vec![Op::Store { addr: y, value: 1 }]);
         let a = c.spawn(
@@ -244,7 +321,7 @@ pub fn iriw(s: &Subject) {
 // ---------------------------------------------------------------- synchronization
 
 /// Lock-protected counters, several threads per node (cohort hand-offs), counters sharing pages.
-pub fn lock_counters(s: &Subject) {
+pub fn lock_counters<C: Sim>(s: &Subject) {
     // (page, word, lock) of each counter: two share a page under different locks.
     const COUNTERS: [(u64, usize, u64); 3] = [(1, 0, 10), (1, 3, 11), (2, 7, 12)];
     const ROUNDS: usize = 4;
@@ -254,7 +331,7 @@ pub fn lock_counters(s: &Subject) {
         // One lock for every counter: long runs of local hand-offs (the cohort bound).
         let big_lock = seed % 4 < 2;
         let total = nodes as usize * per_node;
-        let mut c = cluster(s, nodes, seed);
+        let mut c = cluster::<C>(s, nodes, seed);
         let mut expected = [0u64; 3];
         let mut reader = None;
         for j in 0..total {
@@ -306,14 +383,14 @@ pub fn lock_counters(s: &Subject) {
 }
 
 /// Barrier phases: every thread writes its slot, barrier, reads every slot, barrier.
-pub fn barrier_phases(s: &Subject) {
+pub fn barrier_phases<C: Sim>(s: &Subject) {
     const PHASES: u64 = 3;
     for seed in 0..seeds() {
         let nodes = 2 + (seed % 2) as NodeId;
         let total = nodes as usize * 2;
         let slot = |j: usize| addr(1 + (j % 2) as u64, j / 2);
         let value = |p: u64, j: usize| p * 100 + j as u64 + 1;
-        let mut c = cluster(s, nodes, seed);
+        let mut c = cluster::<C>(s, nodes, seed);
         let threads: Vec<ThreadId> = (0..total)
             .map(|j| {
                 let mut prog = Vec::new();
@@ -358,7 +435,7 @@ pub fn barrier_phases(s: &Subject) {
 /// thread writes its slot, barrier, reads every slot, barrier; the same two barrier ids are
 /// used again in every phase, so a node that left an episode early sends the next one's round
 /// messages while others are still in the last.
-pub fn all_nodes_barrier_phases(s: &Subject) {
+pub fn all_nodes_barrier_phases<C: Sim>(s: &Subject) {
     const PHASES: u64 = 4;
     for seed in 0..seeds() {
         let nodes = 2 + (seed % 4) as NodeId;
@@ -366,7 +443,7 @@ pub fn all_nodes_barrier_phases(s: &Subject) {
         // Slots on two pages: several nodes write the same page (false sharing).
         let slot = |j: usize| addr(1 + (j % 2) as u64, j / 2);
         let value = |p: u64, j: usize| p * 100 + j as u64 + 1;
-        let mut c = cluster(s, nodes, seed);
+        let mut c = cluster::<C>(s, nodes, seed);
         let threads: Vec<ThreadId> = (0..total)
             .map(|j| {
                 let mut prog = Vec::new();
@@ -593,13 +670,13 @@ fn sequential_run(p: &DrfProgram) -> Vec<Vec<u64>> {
 
 /// Random data-race-free programs (lock-protected read-modify-writes, barrier-separated
 /// phases of exclusive writes and shared reads) must end exactly as their sequential run.
-pub fn random_drf(s: &Subject) {
+pub fn random_drf<C: Sim>(s: &Subject) {
     for seed in 0..seeds() {
         let p = drf_program(seed);
         let want = sequential_run(&p);
-        let mut c = cluster(s, p.nodes, seed);
+        let mut c = cluster::<C>(s, p.nodes, seed);
         if std::env::var("SVM_DEBUG_SEED").ok() == Some(seed.to_string()) {
-            c = Cluster::new(c.config().clone().trace(100_000), s.factory);
+            c = c.traced(s);
             for (t, (node, ops)) in p.threads.iter().enumerate() {
                 eprintln!("thread {t} node {node}: {ops:?}");
             }
@@ -620,7 +697,7 @@ pub fn random_drf(s: &Subject) {
             );
             for (i, ((g, w), care)) in got.iter().zip(&want[t]).zip(&p.care[t]).enumerate() {
                 if *care && g != w && std::env::var("SVM_DEBUG_SEED").is_ok() {
-                    eprintln!("{}", c.dump_now("debug"));
+                    eprintln!("{}", c.dump_state());
                 }
                 assert!(
                     !care || g == w,
@@ -655,7 +732,7 @@ fn random_drf_programs_cover_every_op_kind() {
 /// every thread warms stale copies first. In every critical section the data must match the
 /// counter (it is written after the counter, on other pages), and each thread must read back
 /// its own private writes.
-pub fn lock_scope(s: &Subject) {
+pub fn lock_scope<C: Sim>(s: &Subject) {
     const ROUNDS: u64 = 4;
     // Lock k: counter at word k of page 1, data at word k of pages 2 and 3.
     let counter = |k: u64| addr(1, k as usize);
@@ -667,7 +744,7 @@ pub fn lock_scope(s: &Subject) {
         let per_node = 1 + (seed / 3 % 2) as usize;
         let total = nodes as usize * per_node;
         let mut rng = StdRng::seed_from_u64(seed ^ 0x5c0e);
-        let mut c = cluster(s, nodes, seed);
+        let mut c = cluster::<C>(s, nodes, seed);
         let mut count = [0u64; 2];
         let mut tids = Vec::new();
         for t in 0..total {
@@ -798,7 +875,7 @@ pub fn lock_scope(s: &Subject) {
 /// False sharing: every thread writes its own words of the same two pages, many times per
 /// phase, between barriers; after each barrier everyone reads every word. All writes
 /// survive; multiple-writer protocols must not move the pages back and forth per write.
-pub fn false_sharing(s: &Subject) {
+pub fn false_sharing<C: Sim>(s: &Subject) {
     const PHASES: u64 = 3;
     const WRITES: u64 = 4;
     let word = |t: usize, pg: u64| addr(1 + pg, t);
@@ -807,7 +884,7 @@ pub fn false_sharing(s: &Subject) {
         let per_node = 1 + (seed / 3 % 2) as usize;
         let total = nodes as usize * per_node;
         let value = |p: u64, t: usize, w: u64| (p + 1) * 10_000 + (t as u64 + 1) * 100 + w;
-        let mut c = cluster(s, nodes, seed);
+        let mut c = cluster::<C>(s, nodes, seed);
         let mut tids = Vec::new();
         for t in 0..total {
             let mut p = Vec::new();
@@ -841,10 +918,8 @@ pub fn false_sharing(s: &Subject) {
             }
             tids.push(c.spawn((t % nodes as usize) as NodeId, p));
         }
-        let stats = match c.run() {
-            Ok(st) => st,
-            Err(e) => panic!("{} / false sharing: {e}", s.name),
-        };
+        run(s, &mut c, "false sharing");
+        let pages_sent = c.pages_sent();
         for (t, &tid) in tids.iter().enumerate() {
             let want: Vec<u64> = (0..PHASES)
                 .flat_map(|ph| {
@@ -865,10 +940,10 @@ pub fn false_sharing(s: &Subject) {
             // (plus a refetch when another node's flush invalidates a copy it still writes).
             let bound = nodes as u64 * 2 * PHASES * 4;
             assert!(
-                stats.pages_sent <= bound,
-                "{} / false sharing, seed {seed}: {} page transfers for {} nodes (bound {bound})",
+                pages_sent <= bound,
+                "{} / false sharing ({} simulator), seed {seed}: {pages_sent} page transfers for {} nodes (bound {bound})",
                 s.name,
-                stats.pages_sent,
+                C::KIND,
                 nodes
             );
         }
@@ -884,7 +959,7 @@ pub fn notices_stay_bounded(s: &Subject) {
     const LOCKS: u64 = 3;
     for seed in 0..seeds() / 4 {
         let nodes = 3;
-        let mut c = cluster(s, nodes, seed);
+        let mut c = cluster::<Cluster>(s, nodes, seed);
         let mut rng = StdRng::seed_from_u64(seed ^ 0xb0b);
         let mut sums = vec![0u64; (PHASES * WINDOW) as usize];
         let mut tids = Vec::new();
@@ -962,11 +1037,11 @@ pub fn notices_stay_bounded(s: &Subject) {
 /// barrier, even when they reach the lock's manager before the manager has left the barrier
 /// itself: nodes 1 and 2 increment a counter under lock 0 (managed by node 0) right after each
 /// barrier, while node 0 only takes part in the barriers.
-pub fn notices_survive_barrier_races(s: &Subject) {
+pub fn notices_survive_barrier_races<C: Sim>(s: &Subject) {
     const PHASES: u64 = 6;
     const INCS: u64 = 3;
     for seed in 0..seeds() {
-        let mut c = cluster(s, 3, seed);
+        let mut c = cluster::<C>(s, 3, seed);
         let ctr = addr(1 + seed % 3, (seed % 8) as usize);
         let barrier = Op::Barrier {
             id: 1 + seed % 3,
@@ -1019,7 +1094,7 @@ pub fn lock_fairness(s: &Subject) {
     let mut fast_ops = 0;
     for seed in 0..seeds() {
         let nodes = 2 + (seed % 2) as NodeId;
-        let mut c = cluster(s, nodes, seed);
+        let mut c = cluster::<Cluster>(s, nodes, seed);
         let counter = addr(3, 1);
         let round = |p: &mut Vec<Op>| {
             p.extend([
@@ -1098,7 +1173,7 @@ pub fn lock_fairness(s: &Subject) {
 pub fn lost_token_holder(s: &Subject) {
     const LOCK: u64 = 4; // managed by node 0
     for seed in 0..seeds() {
-        let mut c = cluster(s, 2, seed);
+        let mut c = cluster::<Cluster>(s, 2, seed);
         let x = addr(2, 0);
         c.spawn(
             1,
@@ -1248,7 +1323,7 @@ pub fn migratory_then_shared(s: &Subject) {
     let mut upgrades = 0;
     for seed in 0..seeds() {
         let nodes = 2 + (seed % 3) as NodeId;
-        let mut c = cluster(s, nodes, seed);
+        let mut c = cluster::<Cluster>(s, nodes, seed);
         let mut tids = Vec::new();
         for n in 0..nodes {
             let mut p = Vec::new();
@@ -1321,43 +1396,43 @@ macro_rules! conformance_suite {
             const SUBJECT: Subject = $subject;
             #[test]
             fn message_passing() {
-                super::message_passing(&SUBJECT)
+                super::message_passing::<Cluster>(&SUBJECT)
             }
             #[test]
             fn store_buffering() {
-                super::store_buffering(&SUBJECT)
+                super::store_buffering::<Cluster>(&SUBJECT)
             }
             #[test]
             fn iriw() {
-                super::iriw(&SUBJECT)
+                super::iriw::<Cluster>(&SUBJECT)
             }
             #[test]
             fn lock_counters() {
-                super::lock_counters(&SUBJECT)
+                super::lock_counters::<Cluster>(&SUBJECT)
             }
             #[test]
             fn barrier_phases() {
-                super::barrier_phases(&SUBJECT)
+                super::barrier_phases::<Cluster>(&SUBJECT)
             }
             #[test]
             fn all_nodes_barrier_phases() {
-                super::all_nodes_barrier_phases(&SUBJECT)
+                super::all_nodes_barrier_phases::<Cluster>(&SUBJECT)
             }
             #[test]
             fn random_drf() {
-                super::random_drf(&SUBJECT)
+                super::random_drf::<Cluster>(&SUBJECT)
             }
             #[test]
             fn lock_scope() {
-                super::lock_scope(&SUBJECT)
+                super::lock_scope::<Cluster>(&SUBJECT)
             }
             #[test]
             fn false_sharing() {
-                super::false_sharing(&SUBJECT)
+                super::false_sharing::<Cluster>(&SUBJECT)
             }
             #[test]
             fn notices_survive_barrier_races() {
-                super::notices_survive_barrier_races(&SUBJECT)
+                super::notices_survive_barrier_races::<Cluster>(&SUBJECT)
             }
             #[test]
             fn notices_stay_bounded() {
@@ -1378,6 +1453,50 @@ macro_rules! conformance_suite {
             #[test]
             fn paired_rows() {
                 super::paired_rows(&SUBJECT)
+            }
+            /// The same programs on the real engine of every node (`engine_sim`).
+            mod engine {
+                use super::*;
+                #[test]
+                fn message_passing() {
+                    super::super::message_passing::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn store_buffering() {
+                    super::super::store_buffering::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn iriw() {
+                    super::super::iriw::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn lock_counters() {
+                    super::super::lock_counters::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn barrier_phases() {
+                    super::super::barrier_phases::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn all_nodes_barrier_phases() {
+                    super::super::all_nodes_barrier_phases::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn random_drf() {
+                    super::super::random_drf::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn lock_scope() {
+                    super::super::lock_scope::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn false_sharing() {
+                    super::super::false_sharing::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn notices_survive_barrier_races() {
+                    super::super::notices_survive_barrier_races::<EngineCluster>(&SUBJECT)
+                }
             }
         }
     };

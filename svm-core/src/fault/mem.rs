@@ -51,6 +51,23 @@ pub struct MemBackend {
     shared: Arc<Shared>,
 }
 
+/// A fault an access queued ([`MemBackend::try_load`], [`MemBackend::try_store`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultTicket {
+    slot: usize,
+    /// The page's base address.
+    base: usize,
+    need: Access,
+}
+
+/// The outcome of an access that does not wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt<T> {
+    Done(T),
+    /// The protection forbade it: a fault is queued for the engine; retry once it is served.
+    Faulted(FaultTicket),
+}
+
 /// Why an access through [`MemBackend::load`] / [`MemBackend::store`] did not happen.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MemAccessError {
@@ -84,7 +101,8 @@ impl MemBackend {
         addr / self.shared.page_size * self.shared.page_size
     }
 
-    /// Reads `len` bytes at `addr` (within one page), faulting like an application load.
+    /// Reads `len` bytes at `addr` (within one page), faulting like an application load, and
+    /// waiting up to `timeout` for the engine to serve the faults.
     pub fn load(
         &self,
         addr: usize,
@@ -92,7 +110,7 @@ impl MemBackend {
         timeout: Duration,
     ) -> Result<Vec<u8>, MemAccessError> {
         let mut out = Vec::new();
-        self.access(addr, len, false, timeout, |bytes| {
+        self.access(addr, len, false, timeout, &mut |bytes| {
             out.extend_from_slice(bytes)
         })?;
         Ok(out)
@@ -105,9 +123,47 @@ impl MemBackend {
         bytes: &[u8],
         timeout: Duration,
     ) -> Result<(), MemAccessError> {
-        self.access(addr, bytes.len(), true, timeout, |dst| {
+        self.access(addr, bytes.len(), true, timeout, &mut |dst| {
             dst.copy_from_slice(bytes)
         })
+    }
+
+    /// [`MemBackend::load`] without waiting: the bytes, or the fault the access queued.
+    pub fn try_load(&self, addr: usize, len: usize) -> Result<Attempt<Vec<u8>>, MemAccessError> {
+        let mut out = Vec::new();
+        Ok(
+            match self.attempt(addr, len, false, &mut |b| out.extend_from_slice(b))? {
+                None => Attempt::Done(out),
+                Some(t) => Attempt::Faulted(t),
+            },
+        )
+    }
+
+    /// [`MemBackend::store`] without waiting.
+    pub fn try_store(&self, addr: usize, bytes: &[u8]) -> Result<Attempt<()>, MemAccessError> {
+        Ok(
+            match self.attempt(addr, bytes.len(), true, &mut |d| d.copy_from_slice(bytes))? {
+                None => Attempt::Done(()),
+                Some(t) => Attempt::Faulted(t),
+            },
+        )
+    }
+
+    /// Whether the engine has served the fault `t` (woke its thread or raised its page): the
+    /// access may be retried. Call [`MemBackend::retire`] before retrying.
+    pub fn is_served(&self, t: &FaultTicket) -> bool {
+        let tb = self.table();
+        tb.woken.contains(&t.slot) || Self::raised(&tb, t)
+    }
+
+    /// Forgets fault `t`'s wake-up (its access is being retried).
+    pub fn retire(&self, t: &FaultTicket) {
+        self.table().woken.retain(|s| *s != t.slot);
+    }
+
+    /// Whether faults wait for the engine.
+    pub fn has_faults(&self) -> bool {
+        !self.table().faults.is_empty()
     }
 
     /// The protection the engine gave the page holding `addr`.
@@ -120,57 +176,40 @@ impl MemBackend {
             .unwrap_or(Access::None)
     }
 
+    /// Whether `ticket`'s fault is served; consumes its wake-up.
+    fn served(t: &mut Table, ticket: &FaultTicket) -> bool {
+        if let Some(i) = t.woken.iter().position(|s| *s == ticket.slot) {
+            t.woken.swap_remove(i);
+            return true;
+        }
+        Self::raised(t, ticket)
+    }
+
+    /// Whether `ticket`'s page now allows its access.
+    fn raised(t: &Table, ticket: &FaultTicket) -> bool {
+        t.shut
+            || t.pages
+                .get(&ticket.base)
+                .is_some_and(|p| p.access >= ticket.need)
+    }
+
     fn access(
         &self,
         addr: usize,
         len: usize,
         write: bool,
         timeout: Duration,
-        op: impl FnOnce(&mut [u8]),
+        op: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), MemAccessError> {
-        let ps = self.shared.page_size;
-        let base = self.page_base(addr);
-        if len == 0 || addr + len > base + ps {
-            return Err(MemAccessError::SpansPages {
-                addr,
-                len,
-                page_size: ps,
-            });
-        }
-        let need = if write { Access::Write } else { Access::Read };
         let deadline = Instant::now() + timeout;
-        let mut t = self.table();
         loop {
-            let allowed = t.shut || t.pages.get(&base).is_some_and(|p| p.access >= need);
-            if allowed {
-                let page = t.pages.entry(base).or_insert(MemPage {
-                    access: Access::Write,
-                    data: None,
-                });
-                let data = page.data.get_or_insert_with(|| vec![0; ps]);
-                op(&mut data[addr - base..addr - base + len]);
+            let Some(ticket) = self.attempt(addr, len, write, op)? else {
                 return Ok(());
-            }
-            // The access faults: the engine reads it from the queue, the thread sleeps until
-            // its slot is woken (or the page raised), then retries.
-            let slot = t.next_slot;
-            t.next_slot += 1;
-            t.faults.push_back(Fault {
-                addr,
-                write,
-                waiter: WaiterRef::Slot(slot),
-                since_ns: crate::sys::segv::now_ns(),
-                tid: 0,
-            });
-            self.shared.ready.signal();
-            loop {
-                if let Some(i) = t.woken.iter().position(|s| *s == slot) {
-                    t.woken.swap_remove(i);
-                    break;
-                }
-                if t.shut || t.pages.get(&base).is_some_and(|p| p.access >= need) {
-                    break;
-                }
+            };
+            // The thread sleeps until its fault is served, then retries (it may fault again
+            // if it lost a race for the page).
+            let mut t = self.table();
+            while !Self::served(&mut t, &ticket) {
                 let now = Instant::now();
                 if now >= deadline {
                     return Err(MemAccessError::NotServed {
@@ -185,7 +224,51 @@ impl MemBackend {
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             }
+            t.woken.retain(|s| *s != ticket.slot);
         }
+    }
+
+    /// Makes the access if the page's protection allows it (None), else queues its fault for
+    /// the engine and returns the ticket to wait on.
+    fn attempt(
+        &self,
+        addr: usize,
+        len: usize,
+        write: bool,
+        op: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<Option<FaultTicket>, MemAccessError> {
+        let ps = self.shared.page_size;
+        let base = self.page_base(addr);
+        if len == 0 || addr + len > base + ps {
+            return Err(MemAccessError::SpansPages {
+                addr,
+                len,
+                page_size: ps,
+            });
+        }
+        let need = if write { Access::Write } else { Access::Read };
+        let mut t = self.table();
+        if t.shut || t.pages.get(&base).is_some_and(|p| p.access >= need) {
+            let page = t.pages.entry(base).or_insert(MemPage {
+                access: Access::Write,
+                data: None,
+            });
+            let data = page.data.get_or_insert_with(|| vec![0; ps]);
+            op(&mut data[addr - base..addr - base + len]);
+            return Ok(None);
+        }
+        let slot = t.next_slot;
+        t.next_slot += 1;
+        t.faults.push_back(Fault {
+            addr,
+            write,
+            waiter: WaiterRef::Slot(slot),
+            since_ns: crate::sys::segv::now_ns(),
+            tid: 0,
+        });
+        drop(t);
+        self.shared.ready.signal();
+        Ok(Some(FaultTicket { slot, base, need }))
     }
 
     fn pages_of(&self, addr: usize, len: usize) -> impl Iterator<Item = usize> {

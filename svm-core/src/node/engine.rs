@@ -107,24 +107,11 @@ impl Node {
                                     });
                                 }
                             };
-                            match wire::decode(frame) {
-                                Ok(f) => {
-                                    let m = st.counters.msgs.entry(f.msg.stat_name()).or_default();
-                                    m.received += 1;
-                                    m.received_bytes += frame.len() as u64;
-                                    if crate::profile::on() {
-                                        let (k, b) = (f.msg.stat_name(), frame.len() as u64);
-                                        crate::profile::message(k, peer as NodeId, b, false);
-                                    }
-                                    self.handle_msg(&mut st, peer as NodeId, f.msg, f.data)?;
-                                }
-                                Err(e) => {
+                            if let Err(e) = self.on_frame(&mut st, peer as NodeId, frame) {
+                                if matches!(e, EngineError::MalformedFrame { .. }) {
                                     link.close();
-                                    return Err(EngineError::MalformedFrame {
-                                        peer: peer as NodeId,
-                                        why: e.to_string(),
-                                    });
                                 }
+                                return Err(e);
                             }
                         }
                         if !alive {
@@ -140,7 +127,7 @@ impl Node {
                 self.drain_loopback(&mut st)?;
             }
             if lingering {
-                self.end_lingers(&mut st)?;
+                self.end_lingers(&mut st, Some(Instant::now()))?;
             }
             if last_check.elapsed() >= Duration::from_millis(100) {
                 last_check = Instant::now();
@@ -167,6 +154,26 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Handles one whole frame from `from`: decodes it, counts it, and dispatches its message.
+    pub(super) fn on_frame(
+        &self,
+        st: &mut EngineState,
+        from: NodeId,
+        frame: &[u8],
+    ) -> Result<(), EngineError> {
+        let f = wire::decode(frame).map_err(|e| EngineError::MalformedFrame {
+            peer: from,
+            why: e.to_string(),
+        })?;
+        let m = st.counters.msgs.entry(f.msg.stat_name()).or_default();
+        m.received += 1;
+        m.received_bytes += frame.len() as u64;
+        if crate::profile::on() {
+            crate::profile::message(f.msg.stat_name(), from, frame.len() as u64, false);
+        }
+        self.handle_msg(st, from, f.msg, f.data)
     }
 
     /// Writes out what `peer`'s link has queued; once nothing is left, stops watching it for
@@ -197,12 +204,15 @@ impl Node {
         Ok(())
     }
 
-    /// Moves on the lock tokens whose linger time has passed.
-    pub(super) fn end_lingers(&self, st: &mut EngineState) -> Result<(), EngineError> {
-        let now = Instant::now();
+    /// Moves on the lock tokens whose linger time has passed by `now` (None: every one).
+    pub(super) fn end_lingers(
+        &self,
+        st: &mut EngineState,
+        now: Option<Instant>,
+    ) -> Result<(), EngineError> {
         let mut ended = Vec::new();
         st.lingers.retain(|&(t, lock)| {
-            if t <= now {
+            if now.is_none_or(|now| t <= now) {
                 ended.push(lock);
                 false
             } else {

@@ -221,19 +221,14 @@ impl Node {
         Ok(())
     }
 
-    /// The calling thread's waiter id and cell (created on first use).
-    pub(super) fn thread_waiter(&self, st: &mut EngineState) -> (Waiter, Arc<WaitCell>) {
+    /// The calling thread's waiter id (made on first use).
+    pub(super) fn thread_waiter(&self) -> Waiter {
         let mut w = THREAD_WAITER.with(|c| c.get());
         if w == 0 {
             w = self.next_waiter.fetch_add(1, Ordering::Relaxed);
             THREAD_WAITER.with(|c| c.set(w));
         }
-        let cell = st
-            .cells
-            .entry(w)
-            .or_insert_with(|| Arc::new(WaitCell::new()))
-            .clone();
-        (w, cell)
+        w
     }
 
     /// Runs `op` under the state lock for the calling thread, then sleeps until the engine
@@ -246,14 +241,11 @@ impl Node {
     ) -> WaitResult {
         let cell = {
             let mut st = self.lock_state();
-            let (w, cell) = self.thread_waiter(&mut st);
-            cell.state.store(0, Ordering::Release);
-            *cell.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            st.blocked.insert(w, (what.clone(), Instant::now()));
-            if let Err(e) = op(self, &mut st, w).and_then(|()| self.drain_loopback(&mut st)) {
-                self.fail(Some(&st), e);
+            let w = self.thread_waiter();
+            match self.begin_op(&mut st, w, what.clone(), op) {
+                Ok(cell) => cell,
+                Err(e) => self.fail(Some(&st), e),
             }
-            cell
         };
         let deadline = Instant::now() + self.cfg.timeout;
         if !futex::wait_until(&cell.state, |v| v == 1, Some(deadline)) {
@@ -268,6 +260,90 @@ impl Node {
         r.unwrap_or(WaitResult::Finished)
     }
 
+    /// Starts waiter `w`'s operation `op` under the state lock: resets its wait cell, records
+    /// what it waits for, runs `op` and the messages it sent to this node. Returns the cell
+    /// the engine completes.
+    pub(super) fn begin_op(
+        &self,
+        st: &mut EngineState,
+        w: Waiter,
+        what: Blocked,
+        op: impl FnOnce(&Node, &mut EngineState, Waiter) -> Result<(), EngineError>,
+    ) -> Result<Arc<WaitCell>, EngineError> {
+        let cell = st
+            .cells
+            .entry(w)
+            .or_insert_with(|| Arc::new(WaitCell::new()))
+            .clone();
+        cell.state.store(0, Ordering::Release);
+        *cell.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        st.blocked.insert(w, (what, Instant::now()));
+        op(self, st, w)?;
+        self.drain_loopback(st)?;
+        Ok(cell)
+    }
+
+    /// The slow path of a synchronisation operation of waiter `w`, run under the state lock:
+    /// it completes `w`'s wait cell, now or when messages arrive.
+    pub(super) fn run_sync_op(
+        &self,
+        st: &mut EngineState,
+        w: Waiter,
+        op: SyncOp,
+    ) -> Result<(), EngineError> {
+        match op {
+            SyncOp::Lock { id, try_only } => {
+                self.reclaim_fast(st, id);
+                let mut evs = Vec::new();
+                st.sync.lock_acquire(id, w, try_only, &mut evs);
+                self.run_sync_events(st, evs)
+            }
+            SyncOp::Unlock(id) => {
+                self.take_back_fast(st, id, w)?;
+                if !st.sync.is_holder(id, w) {
+                    self.complete(st, w, WaitResult::NotHolder);
+                    return Ok(());
+                }
+                let token = Self::new_token(st);
+                st.releases.insert(
+                    token,
+                    ReleaseCont::Unlock {
+                        lock: id,
+                        waiter: w,
+                    },
+                );
+                self.release_all(st, token, false)
+            }
+            SyncOp::SemPost(id) => {
+                let token = Self::new_token(st);
+                st.releases
+                    .insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
+                self.release_all(st, token, false)
+            }
+            SyncOp::SemWait(id) => {
+                let mut evs = Vec::new();
+                st.sems.wait(id, w, &mut evs);
+                self.run_sync_events(st, evs)
+            }
+            SyncOp::Barrier { id, count } => {
+                if count == Some(0) {
+                    self.complete(st, w, WaitResult::ZeroCount);
+                    return Ok(());
+                }
+                let token = Self::new_token(st);
+                st.releases.insert(
+                    token,
+                    ReleaseCont::Barrier {
+                        barrier: id,
+                        count,
+                        waiter: w,
+                    },
+                );
+                self.release_all(st, token, true)
+            }
+        }
+    }
+
     /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
     pub fn lock(&self, id: u64, try_only: bool) -> bool {
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
@@ -278,12 +354,8 @@ impl Node {
             return true;
         }
         let t0 = Instant::now();
-        let r = self.wait_op(Blocked::Lock(id), |n, st, w| {
-            n.reclaim_fast(st, id);
-            let mut evs = Vec::new();
-            st.sync.lock_acquire(id, w, try_only, &mut evs);
-            n.run_sync_events(st, evs)
-        });
+        let op = SyncOp::Lock { id, try_only };
+        let r = self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
         let ok = r == WaitResult::Granted;
         if ok && p0 != 0 {
             crate::profile::lock_acquired(id, p0);
@@ -305,22 +377,8 @@ impl Node {
             }
             return true;
         }
-        let r = self.wait_op(Blocked::Unlock(id), |n, st, w| {
-            n.take_back_fast(st, id, w)?;
-            if !st.sync.is_holder(id, w) {
-                n.complete(st, w, WaitResult::NotHolder);
-                return Ok(());
-            }
-            let token = Self::new_token(st);
-            st.releases.insert(
-                token,
-                ReleaseCont::Unlock {
-                    lock: id,
-                    waiter: w,
-                },
-            );
-            n.release_all(st, token, false)
-        });
+        let op = SyncOp::Unlock(id);
+        let r = self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
         if r == WaitResult::Released && crate::profile::on() {
             crate::profile::lock_released();
         }
@@ -329,21 +387,14 @@ impl Node {
 
     /// Posts semaphore `id` (a release).
     pub fn sem_post(&self, id: u64) {
-        self.wait_op(Blocked::SemPost(id), |n, st, w| {
-            let token = Self::new_token(st);
-            st.releases
-                .insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
-            n.release_all(st, token, false)
-        });
+        let op = SyncOp::SemPost(id);
+        self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
     }
 
     /// Waits on semaphore `id` (an acquire once granted).
     pub fn sem_wait(&self, id: u64) {
-        self.wait_op(Blocked::SemWait(id), |n, st, w| {
-            let mut evs = Vec::new();
-            st.sems.wait(id, w, &mut evs);
-            n.run_sync_events(st, evs)
-        });
+        let op = SyncOp::SemWait(id);
+        self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
     }
 
     /// Waits at barrier `id` until `count` threads (over all nodes) have arrived.
@@ -371,22 +422,8 @@ impl Node {
     pub(super) fn barrier_of(&self, id: u64, count: Option<u32>) -> WaitResult {
         let t0 = Instant::now();
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
-        let r = self.wait_op(Blocked::Barrier(id), |n, st, w| {
-            if count == Some(0) {
-                n.complete(st, w, WaitResult::ZeroCount);
-                return Ok(());
-            }
-            let token = Self::new_token(st);
-            st.releases.insert(
-                token,
-                ReleaseCont::Barrier {
-                    barrier: id,
-                    count,
-                    waiter: w,
-                },
-            );
-            n.release_all(st, token, true)
-        });
+        let op = SyncOp::Barrier { id, count };
+        let r = self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
         self.lock_state()
             .counters
             .barrier_wait_ns

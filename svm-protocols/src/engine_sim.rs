@@ -1,0 +1,571 @@
+//! The deterministic simulator over the **real engine**: N nodes built as a job builds them
+//! (`svm_core::node::Node` with the protocol under test), each driven step by step instead of
+//! by its engine thread, over loopback links (`svm_comm::loopback`) and the in-memory fault
+//! backend (`svm_core::fault::mem`). The same [`Op`] programs as the protocol-level
+//! [`Cluster`](crate::sim::Cluster) run on it; what executes them is the engine's own fault
+//! service, message dispatch, protocol actions, release/acquire fan-in and synchronisation —
+//! not a copy of them.
+//!
+//! At every step a seeded RNG picks one enabled step: deliver the oldest frame in flight from
+//! one node to another (per-pair FIFO, as TCP and DECK-SCI keep), let a node's engine serve the
+//! faults its threads queued, end a node's lock lingers (time passing), or run one instruction
+//! of a runnable thread. A seed replays the same run.
+//!
+//! Checks, after every step: mutual exclusion of every lock over the simulated threads, and,
+//! with [`SimConfig::check_single_writer`], that a page writable on one node is accessible on
+//! no other. `Op::Crash` is not modelled here (the protocol-level cluster covers a lost node).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use svm_comm::loopback::{self, LoopbackTap};
+use svm_comm::transport::{Link, RecvBuf};
+use svm_core::config::Config;
+use svm_core::fault::mem::{Attempt, FaultTicket, MemBackend};
+use svm_core::node::{FailureMode, Node, NodeParts, Pending, SyncOp, WaitResult};
+use svm_core::protocol::{protocol_id, Access, NodeId, PageId, Protocol, PROTOCOL_NAMES};
+use svm_core::space::{Home, Space};
+
+use crate::sim::{Op, SimConfig, SimError, SimErrorKind, ThreadId};
+
+/// Pages of the simulated shared region (program addresses `0..PAGES * page_size`).
+pub const PAGES: u64 = 64;
+
+/// What a simulated thread waits for.
+enum Wait {
+    /// Runnable: its next instruction may run.
+    No,
+    /// Its access faulted; it retries once the engine served the fault.
+    Fault(FaultTicket),
+    /// Its synchronisation operation is under way in the engine.
+    Sync(Pending),
+    Finished,
+}
+
+struct SimThread {
+    node: NodeId,
+    prog: Vec<Op>,
+    pc: usize,
+    regs: Vec<u64>,
+    log: Vec<u64>,
+    spins: u32,
+    waiter: u64,
+    wait: Wait,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Choice {
+    Deliver { from: NodeId, to: NodeId },
+    Faults(NodeId),
+    Linger(NodeId),
+    Thread(ThreadId),
+}
+
+/// A simulated cluster of real engines; see the module docs.
+pub struct EngineCluster {
+    cfg: SimConfig,
+    nodes: Vec<Arc<Node>>,
+    mems: Vec<MemBackend>,
+    /// `taps[to][from]`: node `to`'s end of its link from `from` (the simulator reads what
+    /// arrived there, as `to`'s engine thread would).
+    taps: Vec<Vec<Option<LoopbackTap>>>,
+    /// `bufs[to][from]`: bytes read from that link, not yet cut into frames.
+    bufs: Vec<Vec<RecvBuf>>,
+    /// `chans[to][from]`: whole frames in flight, oldest first.
+    chans: Vec<Vec<VecDeque<Vec<u8>>>>,
+    /// Window address of program address 0.
+    base: usize,
+    threads: Vec<SimThread>,
+    rng: StdRng,
+    steps: u64,
+    /// The thread inside each lock's critical section.
+    lock_holders: HashMap<u64, ThreadId>,
+    choices: Vec<Choice>,
+}
+
+fn engine_error(e: svm_core::node::EngineError) -> SimErrorKind {
+    SimErrorKind::Protocol(e.to_string())
+}
+
+impl EngineCluster {
+    /// Builds the nodes; `factory(node)` makes each node's protocol instance (the nodes' only
+    /// protocol, and the protocol of the simulated region).
+    pub fn new(
+        cfg: SimConfig,
+        factory: impl Fn(NodeId) -> Box<dyn Protocol>,
+    ) -> Result<Self, SimError> {
+        let fail = |what: String| SimError {
+            kind: SimErrorKind::Protocol(what),
+            dump: String::new(),
+        };
+        let ps = cfg.page_size;
+        if !ps.is_power_of_two() || ps < 8 {
+            return Err(fail(format!(
+                "the engine simulator needs a power-of-two page size of at least 8 bytes, not {ps}"
+            )));
+        }
+        let n = cfg.nodes;
+        let node_cfg = Config::from_lookup(&|_| None).map_err(|e| fail(e.to_string()))?;
+        let mut links: Vec<Vec<Option<Box<dyn Link>>>> =
+            (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+        let mut taps: Vec<Vec<Option<LoopbackTap>>> =
+            (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+        for a in 0..n {
+            for b in a + 1..n {
+                let (ab, ba) = loopback::pair(a, b).map_err(|e| fail(e.to_string()))?;
+                taps[a as usize][b as usize] = Some(ab.tap());
+                taps[b as usize][a as usize] = Some(ba.tap());
+                links[a as usize][b as usize] = Some(Box::new(ab));
+                links[b as usize][a as usize] = Some(Box::new(ba));
+            }
+        }
+        let homes: Vec<NodeId> = (0..PAGES).map(|p| (cfg.home)(p)).collect();
+        let mut nodes = Vec::new();
+        let mut mems = Vec::new();
+        let mut base = None;
+        for (me, links) in links.into_iter().enumerate() {
+            let me = me as NodeId;
+            let proto = factory(me);
+            let id = protocol_id(proto.name()).ok_or_else(|| {
+                fail(format!(
+                    "protocol {} is not one of this build's",
+                    proto.name()
+                ))
+            })?;
+            let mut protocols: Vec<Option<Box<dyn Protocol>>> =
+                PROTOCOL_NAMES.iter().map(|_| None).collect();
+            protocols[id as usize] = Some(proto);
+            let mut space = Space::new(node_cfg.space_base, node_cfg.space_size, ps, me, n);
+            space.set_default_protocol(id);
+            let region = space
+                .alloc_collective(PAGES as usize * ps, Home::Custom(homes.clone()))
+                .map_err(|e| fail(e.to_string()))?;
+            if *base.get_or_insert(region) != region {
+                return Err(fail(
+                    "nodes placed the region at different addresses".into(),
+                ));
+            }
+            let mem = MemBackend::new(ps).map_err(|e| fail(e.to_string()))?;
+            let mut ncfg = node_cfg.clone();
+            ncfg.page_size = ps;
+            let node = Node::start_driven(NodeParts {
+                cfg: ncfg,
+                me,
+                nodes: n,
+                space: Arc::new(space),
+                backend: Box::new(mem.clone()),
+                links,
+                protocols,
+                default_proto: id,
+                failure_mode: FailureMode::Keep,
+            })
+            .map_err(|e| fail(e.to_string()))?;
+            nodes.push(node);
+            mems.push(mem);
+        }
+        Ok(EngineCluster {
+            rng: StdRng::seed_from_u64(cfg.seed),
+            bufs: (0..n)
+                .map(|_| (0..n).map(|_| RecvBuf::new()).collect())
+                .collect(),
+            chans: (0..n)
+                .map(|_| (0..n).map(|_| VecDeque::new()).collect())
+                .collect(),
+            base: base.unwrap_or(0),
+            nodes,
+            mems,
+            taps,
+            threads: Vec::new(),
+            steps: 0,
+            lock_holders: HashMap::new(),
+            choices: Vec::new(),
+            cfg,
+        })
+    }
+
+    /// Program address of word `word` of page `page`.
+    pub fn addr(&self, page: PageId, word: usize) -> u64 {
+        page * self.cfg.page_size as u64 + 8 * word as u64
+    }
+
+    /// Adds a thread running `prog` on `node`.
+    pub fn spawn(&mut self, node: NodeId, prog: Vec<Op>) -> ThreadId {
+        assert!(node < self.cfg.nodes, "node {node} out of range");
+        let waiter = self.nodes[node as usize].new_waiter();
+        self.threads.push(SimThread {
+            node,
+            wait: if prog.is_empty() {
+                Wait::Finished
+            } else {
+                Wait::No
+            },
+            prog,
+            pc: 0,
+            regs: Vec::new(),
+            log: Vec::new(),
+            spins: 0,
+            waiter,
+        });
+        self.threads.len() - 1
+    }
+
+    /// Registers of a thread (unwritten registers are 0).
+    pub fn regs(&self, t: ThreadId) -> &[u64] {
+        &self.threads[t].regs
+    }
+
+    /// Values a thread loaded, in order.
+    pub fn log(&self, t: ThreadId) -> &[u64] {
+        &self.threads[t].log
+    }
+
+    /// Nodes of the cluster.
+    pub fn nodes(&self) -> NodeId {
+        self.cfg.nodes
+    }
+
+    /// A description of the run's state (threads, frames in flight).
+    pub fn dump_now(&self) -> String {
+        self.dump()
+    }
+
+    /// The protocol's statistics on `node` (through the node's counters).
+    pub fn stats(&self, node: NodeId) -> svm_core::stats::Stats {
+        self.nodes[node as usize].stats()
+    }
+
+    /// Runs until every thread has finished.
+    pub fn run(&mut self) -> Result<u64, SimError> {
+        match self.run_inner() {
+            Ok(()) => Ok(self.steps),
+            Err(kind) => Err(SimError {
+                dump: self.dump(),
+                kind,
+            }),
+        }
+    }
+
+    fn run_inner(&mut self) -> Result<(), SimErrorKind> {
+        loop {
+            self.pull_frames();
+            self.enabled();
+            if self.choices.is_empty() {
+                if self
+                    .threads
+                    .iter()
+                    .all(|t| matches!(t.wait, Wait::Finished))
+                {
+                    return Ok(());
+                }
+                return Err(SimErrorKind::Deadlock);
+            }
+            self.steps += 1;
+            if self.steps > self.cfg.max_steps {
+                return Err(SimErrorKind::StepLimit(self.cfg.max_steps));
+            }
+            let c = self.choices[self.rng.gen_range(0..self.choices.len())];
+            match c {
+                Choice::Deliver { from, to } => {
+                    let frame = self.chans[to as usize][from as usize]
+                        .pop_front()
+                        .expect("enabled: a frame is in flight");
+                    self.nodes[to as usize]
+                        .deliver(from, &frame)
+                        .map_err(engine_error)?;
+                }
+                Choice::Faults(n) => self.nodes[n as usize]
+                    .serve_faults()
+                    .map_err(engine_error)?,
+                Choice::Linger(n) => self.nodes[n as usize]
+                    .end_lingers_now()
+                    .map_err(engine_error)?,
+                Choice::Thread(t) => self.step_thread(t)?,
+            }
+            if self.cfg.check_single_writer {
+                self.check_single_writer()?;
+            }
+        }
+    }
+
+    /// Cuts what arrived on every link into whole frames.
+    fn pull_frames(&mut self) {
+        let n = self.cfg.nodes as usize;
+        for to in 0..n {
+            for from in 0..n {
+                let Some(tap) = self.taps[to][from].as_ref().filter(|t| t.pending()) else {
+                    continue;
+                };
+                let buf = &mut self.bufs[to][from];
+                tap.receive(buf);
+                while let Ok(Some(frame)) = buf.next_frame() {
+                    self.chans[to][from].push_back(frame.to_vec());
+                }
+            }
+        }
+    }
+
+    fn enabled(&mut self) {
+        self.choices.clear();
+        let n = self.cfg.nodes;
+        for to in 0..n {
+            for from in 0..n {
+                if !self.chans[to as usize][from as usize].is_empty() {
+                    self.choices.push(Choice::Deliver { from, to });
+                }
+            }
+            if self.mems[to as usize].has_faults() {
+                self.choices.push(Choice::Faults(to));
+            }
+            if self.nodes[to as usize].has_lingers() {
+                self.choices.push(Choice::Linger(to));
+            }
+        }
+        for (i, t) in self.threads.iter().enumerate() {
+            let runnable = match &t.wait {
+                Wait::No => true,
+                Wait::Fault(ticket) => self.mems[t.node as usize].is_served(ticket),
+                Wait::Sync(p) => p.result().is_some(),
+                Wait::Finished => false,
+            };
+            if runnable {
+                self.choices.push(Choice::Thread(i));
+            }
+        }
+    }
+
+    fn window(&self, addr: u64) -> Result<usize, SimErrorKind> {
+        let end = PAGES * self.cfg.page_size as u64;
+        if !addr.is_multiple_of(8) || addr + 8 > end {
+            return Err(SimErrorKind::BadProgram(format!(
+                "address {addr} is not an aligned word below {end}"
+            )));
+        }
+        Ok(self.base + addr as usize)
+    }
+
+    /// Runs (or finishes) thread `tid`'s current instruction.
+    fn step_thread(&mut self, tid: ThreadId) -> Result<(), SimErrorKind> {
+        let t = &mut self.threads[tid];
+        let node = t.node as usize;
+        // A finished wait: take its outcome.
+        match std::mem::replace(&mut t.wait, Wait::No) {
+            Wait::Fault(ticket) => self.mems[node].retire(&ticket),
+            Wait::Sync(p) => {
+                let r = p.result().expect("enabled: completed");
+                return self.sync_done(tid, r);
+            }
+            Wait::No | Wait::Finished => {}
+        }
+        let op = self.threads[tid].prog[self.threads[tid].pc];
+        let mem = &self.mems[node];
+        let access_error =
+            |e: svm_core::fault::mem::MemAccessError| SimErrorKind::BadProgram(e.to_string());
+        match op {
+            Op::Load { addr, reg } => {
+                let w = self.window(addr)?;
+                match mem.try_load(w, 8).map_err(access_error)? {
+                    Attempt::Done(b) => {
+                        let v = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+                        let t = &mut self.threads[tid];
+                        set_reg(&mut t.regs, reg, v);
+                        t.log.push(v);
+                        self.advance(tid);
+                    }
+                    Attempt::Faulted(f) => self.threads[tid].wait = Wait::Fault(f),
+                }
+            }
+            Op::Store { addr, value } => self.store(tid, addr, value)?,
+            Op::StoreReg { addr, reg } => {
+                let v = reg_of(&self.threads[tid].regs, reg);
+                self.store(tid, addr, v)?
+            }
+            Op::AddImm { reg, imm } => {
+                let t = &mut self.threads[tid];
+                let v = reg_of(&t.regs, reg).wrapping_add(imm);
+                set_reg(&mut t.regs, reg, v);
+                self.advance(tid);
+            }
+            Op::SpinUntilEq {
+                addr,
+                value,
+                max_loads,
+            } => {
+                let w = self.window(addr)?;
+                match mem.try_load(w, 8).map_err(access_error)? {
+                    Attempt::Done(b) => {
+                        let v = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+                        let t = &mut self.threads[tid];
+                        if v == value {
+                            t.spins = 0;
+                            self.advance(tid);
+                        } else {
+                            t.spins += 1;
+                            if t.spins > max_loads {
+                                return Err(SimErrorKind::SpinBound { thread: tid, addr });
+                            }
+                        }
+                    }
+                    Attempt::Faulted(f) => self.threads[tid].wait = Wait::Fault(f),
+                }
+            }
+            Op::Lock(id) => self.submit(
+                tid,
+                SyncOp::Lock {
+                    id,
+                    try_only: false,
+                },
+            )?,
+            Op::TryLock { lock, .. } => self.submit(
+                tid,
+                SyncOp::Lock {
+                    id: lock,
+                    try_only: true,
+                },
+            )?,
+            Op::Unlock(id) => {
+                if self.lock_holders.get(&id) == Some(&tid) {
+                    self.lock_holders.remove(&id);
+                }
+                self.submit(tid, SyncOp::Unlock(id))?
+            }
+            Op::Barrier { id, count } => self.submit(
+                tid,
+                SyncOp::Barrier {
+                    id,
+                    count: Some(count),
+                },
+            )?,
+            Op::BarrierAll(id) => self.submit(tid, SyncOp::Barrier { id, count: None })?,
+            Op::Crash => {
+                return Err(SimErrorKind::BadProgram(
+                    "Op::Crash is not modelled by the engine simulator".into(),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn store(&mut self, tid: ThreadId, addr: u64, v: u64) -> Result<(), SimErrorKind> {
+        let w = self.window(addr)?;
+        let node = self.threads[tid].node as usize;
+        match self.mems[node]
+            .try_store(w, &v.to_le_bytes())
+            .map_err(|e| SimErrorKind::BadProgram(e.to_string()))?
+        {
+            Attempt::Done(()) => self.advance(tid),
+            Attempt::Faulted(f) => self.threads[tid].wait = Wait::Fault(f),
+        }
+        Ok(())
+    }
+
+    fn submit(&mut self, tid: ThreadId, op: SyncOp) -> Result<(), SimErrorKind> {
+        let t = &self.threads[tid];
+        let p = self.nodes[t.node as usize]
+            .submit(t.waiter, op)
+            .map_err(engine_error)?;
+        self.threads[tid].wait = Wait::Sync(p);
+        Ok(())
+    }
+
+    /// Thread `tid`'s synchronisation operation completed with `r`.
+    fn sync_done(&mut self, tid: ThreadId, r: WaitResult) -> Result<(), SimErrorKind> {
+        let op = self.threads[tid].prog[self.threads[tid].pc];
+        match (op, r) {
+            (Op::Lock(id), WaitResult::Granted) => self.enter(tid, id)?,
+            (Op::TryLock { lock, reg }, WaitResult::Granted) => {
+                self.enter(tid, lock)?;
+                set_reg(&mut self.threads[tid].regs, reg, 1);
+            }
+            (Op::TryLock { reg, .. }, WaitResult::TryFailed) => {
+                set_reg(&mut self.threads[tid].regs, reg, 0);
+            }
+            (Op::Unlock(_), WaitResult::Released)
+            | (Op::Barrier { .. } | Op::BarrierAll(_), WaitResult::BarrierDone) => {}
+            (op, r) => {
+                return Err(SimErrorKind::Sync(format!(
+                    "thread {tid}: {op:?} ended with {r:?}"
+                )))
+            }
+        }
+        self.advance(tid);
+        Ok(())
+    }
+
+    /// Thread `tid` entered lock `id`'s critical section: nobody else may be inside.
+    fn enter(&mut self, tid: ThreadId, id: u64) -> Result<(), SimErrorKind> {
+        if let Some(other) = self.lock_holders.insert(id, tid) {
+            return Err(SimErrorKind::Invariant(format!(
+                "threads {other} and {tid} hold lock {id} at once"
+            )));
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, tid: ThreadId) {
+        let t = &mut self.threads[tid];
+        t.pc += 1;
+        if t.pc == t.prog.len() {
+            t.wait = Wait::Finished;
+        }
+    }
+
+    /// A page writable on one node is accessible on no other.
+    fn check_single_writer(&self) -> Result<(), SimErrorKind> {
+        let ps = self.cfg.page_size;
+        for page in 0..PAGES as usize {
+            let addr = self.base + page * ps;
+            let access: Vec<Access> = self.mems.iter().map(|m| m.access_of(addr)).collect();
+            let writers = access.iter().filter(|a| **a == Access::Write).count();
+            let others = access.iter().filter(|a| **a != Access::None).count();
+            if writers > 1 || (writers == 1 && others > 1) {
+                return Err(SimErrorKind::Invariant(format!(
+                    "page {page}: access per node {access:?} (a writer must be alone)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn dump(&self) -> String {
+        let mut s = format!("after {} steps (seed {}):\n", self.steps, self.cfg.seed);
+        for (i, t) in self.threads.iter().enumerate() {
+            let state = match &t.wait {
+                Wait::No => "runnable",
+                Wait::Fault(_) => "waiting for a fault",
+                Wait::Sync(_) => "waiting in the engine",
+                Wait::Finished => "finished",
+            };
+            s.push_str(&format!(
+                "  thread {i} on node {}: pc {} of {} ({:?}), {state}\n",
+                t.node,
+                t.pc,
+                t.prog.len(),
+                t.prog.get(t.pc)
+            ));
+        }
+        for (to, row) in self.chans.iter().enumerate() {
+            for (from, q) in row.iter().enumerate() {
+                if !q.is_empty() {
+                    s.push_str(&format!(
+                        "  {} frame(s) in flight {from} -> {to}\n",
+                        q.len()
+                    ));
+                }
+            }
+        }
+        s
+    }
+}
+
+fn reg_of(regs: &[u64], reg: usize) -> u64 {
+    regs.get(reg).copied().unwrap_or(0)
+}
+
+fn set_reg(regs: &mut Vec<u64>, reg: usize, v: u64) {
+    if regs.len() <= reg {
+        regs.resize(reg + 1, 0);
+    }
+    regs[reg] = v;
+}
