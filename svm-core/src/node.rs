@@ -12,7 +12,9 @@
 //!   engine raises the page's access.
 //!
 //! Every wait has a deadline (`SVM_TIMEOUT`); a lost peer or an expired deadline ends the node
-//! with a diagnostic naming what was waited for.
+//! with a diagnostic naming what was waited for. Failures are returned as [`EngineError`] to one
+//! exit point (`failure.rs`). The same engine can be driven step by step instead of by its
+//! thread (`driven.rs`: deterministic simulation, tests).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -95,6 +97,10 @@ impl PollToken {
 /// Set by [`Node::probe_fault_detection`] just before it touches a page: the next fault's
 /// detection time is measured from it.
 static PROBE_T0: AtomicU64 = AtomicU64::new(0);
+
+/// Nodes built in this process so far (`Node::instance`); starts at 1 so that 0 never names a
+/// node.
+static NODE_INSTANCES: AtomicU64 = AtomicU64::new(1);
 
 const NOT_ENDING: i32 = i32::MIN;
 /// The status this process is ending the job with, once it started doing so on purpose.
@@ -328,6 +334,8 @@ pub struct Node {
     /// Locks held through the fast path right now.
     fast_held: AtomicU32,
     failure_mode: FailureMode,
+    /// A number no other node of this process has (thread-local caches key on it).
+    instance: u64,
     /// The error the engine stopped with, under [`FailureMode::Keep`].
     failure: Mutex<Option<EngineError>>,
     /// Lock acquires through the fast path (statistics).
@@ -436,6 +444,7 @@ impl Node {
             fast_held: AtomicU32::new(0),
             fast_count: AtomicU64::new(0),
             failure_mode,
+            instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),
             failure: Mutex::new(None),
         });
         crate::profile::start(crate::profile::Setup {

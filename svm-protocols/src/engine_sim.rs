@@ -11,9 +11,21 @@
 //! faults its threads queued, end a node's lock lingers (time passing), or run one instruction
 //! of a runnable thread. A seed replays the same run.
 //!
+//! Threads take and release locks as application threads do: through the lock fast path
+//! when it applies, else through the engine.
+//!
 //! Checks, after every step: mutual exclusion of every lock over the simulated threads, and,
 //! with [`SimConfig::check_single_writer`], that a page writable on one node is accessible on
-//! no other. `Op::Crash` is not modelled here (the protocol-level cluster covers a lost node).
+//! no other. Counted: grants of a lock to other nodes while a node waits for it
+//! ([`EngineCluster::max_lock_overtakes`]).
+//!
+//! Memory: with [`Discard::Always`] a node's copy is dropped when its access is revoked (the
+//! userfaultfd backend), otherwise kept (the segv backend); `Discard::NotHome` keeps it too.
+//!
+//! [`Op::Crash`]: the node stops (its threads, deliveries to it); what it sent is still
+//! delivered, then every peer sees the connection close and the run ends with
+//! [`SimErrorKind::NodeLost`] from the first engine that notices, naming the tokens it
+//! reports.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -28,10 +40,19 @@ use svm_core::node::{FailureMode, Node, NodeParts, Pending, SyncOp, WaitResult};
 use svm_core::protocol::{protocol_id, Access, NodeId, PageId, Protocol, PROTOCOL_NAMES};
 use svm_core::space::{Home, Space};
 
-use crate::sim::{Op, SimConfig, SimError, SimErrorKind, ThreadId};
+use crate::sim::{Discard, Op, SimConfig, SimError, SimErrorKind, ThreadId};
 
 /// Pages of the simulated shared region (program addresses `0..PAGES * page_size`).
 pub const PAGES: u64 = 64;
+
+/// A link as its receiving node sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LinkState {
+    Open,
+    /// Closed, not yet reported to the node.
+    Closed,
+    Reported,
+}
 
 /// What a simulated thread waits for.
 enum Wait {
@@ -57,7 +78,15 @@ struct SimThread {
 
 #[derive(Debug, Clone, Copy)]
 enum Choice {
-    Deliver { from: NodeId, to: NodeId },
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+    },
+    /// `to` notices that its connection from `from` closed (everything sent was delivered).
+    Closed {
+        from: NodeId,
+        to: NodeId,
+    },
     Faults(NodeId),
     Linger(NodeId),
     Thread(ThreadId),
@@ -82,11 +111,27 @@ pub struct EngineCluster {
     steps: u64,
     /// The thread inside each lock's critical section.
     lock_holders: HashMap<u64, ThreadId>,
+    /// (lock, node) → (threads of the node waiting in the engine for the lock, grants to
+    /// other nodes since the node last got it while some of them waited).
+    lock_waits: HashMap<(u64, NodeId), (u32, u64)>,
+    max_overtakes: u64,
+    /// Most write notices held at lock managers over the cluster, after any delivery.
+    peak_lock_notices: u64,
+    /// `links[to][from]`: the state of the link from `from` as `to` reads it.
+    links: Vec<Vec<LinkState>>,
+    /// The node that crashed ([`Op::Crash`]).
+    crashed: Option<NodeId>,
     choices: Vec<Choice>,
 }
 
 fn engine_error(e: svm_core::node::EngineError) -> SimErrorKind {
-    SimErrorKind::Protocol(e.to_string())
+    match e {
+        svm_core::node::EngineError::Lost { peer, locks, .. } => SimErrorKind::NodeLost {
+            node: peer,
+            tokens: locks,
+        },
+        e => SimErrorKind::Protocol(e.to_string()),
+    }
 }
 
 impl EngineCluster {
@@ -147,7 +192,11 @@ impl EngineCluster {
                     "nodes placed the region at different addresses".into(),
                 ));
             }
-            let mem = MemBackend::new(ps).map_err(|e| fail(e.to_string()))?;
+            let mem = match cfg.discard {
+                Discard::Always => MemBackend::dropping(ps),
+                Discard::Never | Discard::NotHome => MemBackend::new(ps),
+            }
+            .map_err(|e| fail(e.to_string()))?;
             let mut ncfg = node_cfg.clone();
             ncfg.page_size = ps;
             let node = Node::start_driven(NodeParts {
@@ -180,6 +229,11 @@ impl EngineCluster {
             threads: Vec::new(),
             steps: 0,
             lock_holders: HashMap::new(),
+            lock_waits: HashMap::new(),
+            max_overtakes: 0,
+            peak_lock_notices: 0,
+            links: (0..n).map(|_| vec![LinkState::Open; n as usize]).collect(),
+            crashed: None,
             choices: Vec::new(),
             cfg,
         })
@@ -231,6 +285,40 @@ impl EngineCluster {
         self.dump()
     }
 
+    /// The most grants of a lock to other nodes while a node waited for it.
+    pub fn max_lock_overtakes(&self) -> u64 {
+        self.max_overtakes
+    }
+
+    /// The most write notices held at lock managers over the cluster at once (sampled after
+    /// every delivery).
+    pub fn peak_lock_notices(&self) -> u64 {
+        self.peak_lock_notices
+    }
+
+    /// Lock operations done through the fast path, over every node.
+    pub fn fast_lock_ops(&self) -> u64 {
+        self.nodes.iter().map(|n| n.stats().fast_locks).sum()
+    }
+
+    /// Runs `f` on `node`'s synchronisation state.
+    pub fn with_sync<R>(&self, node: NodeId, f: impl FnOnce(&svm_core::sync::SyncState) -> R) -> R {
+        self.nodes[node as usize].inspect_sync(f)
+    }
+
+    /// The protocol's description of program page `page` on every node.
+    pub fn describe(&self, page: PageId) -> String {
+        let addr = self.base + page as usize * self.cfg.page_size;
+        self.nodes
+            .iter()
+            .map(|n| {
+                let p = n.space.page_of(addr);
+                format!("node {}: {}", n.me, n.describe_page(p))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// The protocol's statistics on `node` (through the node's counters).
     pub fn stats(&self, node: NodeId) -> svm_core::stats::Stats {
         self.nodes[node as usize].stats()
@@ -274,6 +362,18 @@ impl EngineCluster {
                     self.nodes[to as usize]
                         .deliver(from, &frame)
                         .map_err(engine_error)?;
+                    let held: usize = self
+                        .nodes
+                        .iter()
+                        .map(|n| n.inspect_sync(|s| s.lock_notice_count()))
+                        .sum();
+                    self.peak_lock_notices = self.peak_lock_notices.max(held as u64);
+                }
+                Choice::Closed { from, to } => {
+                    self.links[to as usize][from as usize] = LinkState::Reported;
+                    self.nodes[to as usize]
+                        .link_closed(from)
+                        .map_err(engine_error)?;
                 }
                 Choice::Faults(n) => self.nodes[n as usize]
                     .serve_faults()
@@ -294,11 +394,16 @@ impl EngineCluster {
         let n = self.cfg.nodes as usize;
         for to in 0..n {
             for from in 0..n {
+                if Some(to as NodeId) == self.crashed {
+                    continue;
+                }
                 let Some(tap) = self.taps[to][from].as_ref().filter(|t| t.pending()) else {
                     continue;
                 };
                 let buf = &mut self.bufs[to][from];
-                tap.receive(buf);
+                if !tap.receive(buf) && self.links[to][from] == LinkState::Open {
+                    self.links[to][from] = LinkState::Closed;
+                }
                 while let Ok(Some(frame)) = buf.next_frame() {
                     self.chans[to][from].push_back(frame.to_vec());
                 }
@@ -310,9 +415,14 @@ impl EngineCluster {
         self.choices.clear();
         let n = self.cfg.nodes;
         for to in 0..n {
+            if Some(to) == self.crashed {
+                continue;
+            }
             for from in 0..n {
                 if !self.chans[to as usize][from as usize].is_empty() {
                     self.choices.push(Choice::Deliver { from, to });
+                } else if self.links[to as usize][from as usize] == LinkState::Closed {
+                    self.choices.push(Choice::Closed { from, to });
                 }
             }
             if self.mems[to as usize].has_faults() {
@@ -354,7 +464,7 @@ impl EngineCluster {
             Wait::Fault(ticket) => self.mems[node].retire(&ticket),
             Wait::Sync(p) => {
                 let r = p.result().expect("enabled: completed");
-                return self.sync_done(tid, r);
+                return self.sync_done(tid, r, true);
             }
             Wait::No | Wait::Finished => {}
         }
@@ -410,14 +520,14 @@ impl EngineCluster {
                     Attempt::Faulted(f) => self.threads[tid].wait = Wait::Fault(f),
                 }
             }
-            Op::Lock(id) => self.submit(
+            Op::Lock(id) => self.begin(
                 tid,
                 SyncOp::Lock {
                     id,
                     try_only: false,
                 },
             )?,
-            Op::TryLock { lock, .. } => self.submit(
+            Op::TryLock { lock, .. } => self.begin(
                 tid,
                 SyncOp::Lock {
                     id: lock,
@@ -428,20 +538,19 @@ impl EngineCluster {
                 if self.lock_holders.get(&id) == Some(&tid) {
                     self.lock_holders.remove(&id);
                 }
-                self.submit(tid, SyncOp::Unlock(id))?
+                self.begin(tid, SyncOp::Unlock(id))?
             }
-            Op::Barrier { id, count } => self.submit(
+            Op::Barrier { id, count } => self.begin(
                 tid,
                 SyncOp::Barrier {
                     id,
                     count: Some(count),
                 },
             )?,
-            Op::BarrierAll(id) => self.submit(tid, SyncOp::Barrier { id, count: None })?,
+            Op::BarrierAll(id) => self.begin(tid, SyncOp::Barrier { id, count: None })?,
             Op::Crash => {
-                return Err(SimErrorKind::BadProgram(
-                    "Op::Crash is not modelled by the engine simulator".into(),
-                ))
+                let node = self.threads[tid].node;
+                self.crash(node)
             }
         }
         Ok(())
@@ -460,25 +569,61 @@ impl EngineCluster {
         Ok(())
     }
 
-    fn submit(&mut self, tid: ThreadId, op: SyncOp) -> Result<(), SimErrorKind> {
+    /// Starts a synchronisation operation as an application thread's call does (fast path
+    /// first for locks).
+    fn begin(&mut self, tid: ThreadId, op: SyncOp) -> Result<(), SimErrorKind> {
         let t = &self.threads[tid];
-        let p = self.nodes[t.node as usize]
-            .submit(t.waiter, op)
-            .map_err(engine_error)?;
-        self.threads[tid].wait = Wait::Sync(p);
-        Ok(())
+        let node = t.node;
+        match self.nodes[node as usize]
+            .begin(t.waiter, op)
+            .map_err(engine_error)?
+        {
+            None => {
+                let r = match op {
+                    SyncOp::Lock { .. } => WaitResult::Granted,
+                    _ => WaitResult::Released,
+                };
+                self.sync_done(tid, r, false)
+            }
+            Some(p) => {
+                if let SyncOp::Lock { id, .. } = op {
+                    self.lock_waits.entry((id, node)).or_default().0 += 1;
+                }
+                self.threads[tid].wait = Wait::Sync(p);
+                Ok(())
+            }
+        }
     }
 
-    /// Thread `tid`'s synchronisation operation completed with `r`.
-    fn sync_done(&mut self, tid: ThreadId, r: WaitResult) -> Result<(), SimErrorKind> {
+    /// Node `node` dies: its threads stop, nothing more reaches it, and its connections close
+    /// once what it sent is read.
+    fn crash(&mut self, node: NodeId) {
+        self.crashed = Some(node);
+        for t in self.threads.iter_mut().filter(|t| t.node == node) {
+            t.wait = Wait::Finished;
+        }
+        for row in &self.taps {
+            if let Some(tap) = &row[node as usize] {
+                tap.cut();
+            }
+        }
+        for q in &mut self.chans[node as usize] {
+            q.clear();
+        }
+    }
+
+    /// Thread `tid`'s synchronisation operation completed with `r`, in the engine (`slow`)
+    /// or through the fast path.
+    fn sync_done(&mut self, tid: ThreadId, r: WaitResult, slow: bool) -> Result<(), SimErrorKind> {
         let op = self.threads[tid].prog[self.threads[tid].pc];
         match (op, r) {
-            (Op::Lock(id), WaitResult::Granted) => self.enter(tid, id)?,
+            (Op::Lock(id), WaitResult::Granted) => self.enter(tid, id, slow)?,
             (Op::TryLock { lock, reg }, WaitResult::Granted) => {
-                self.enter(tid, lock)?;
+                self.enter(tid, lock, slow)?;
                 set_reg(&mut self.threads[tid].regs, reg, 1);
             }
-            (Op::TryLock { reg, .. }, WaitResult::TryFailed) => {
+            (Op::TryLock { lock, reg }, WaitResult::TryFailed) => {
+                self.stop_waiting(tid, lock);
                 set_reg(&mut self.threads[tid].regs, reg, 0);
             }
             (Op::Unlock(_), WaitResult::Released)
@@ -493,8 +638,33 @@ impl EngineCluster {
         Ok(())
     }
 
-    /// Thread `tid` entered lock `id`'s critical section: nobody else may be inside.
-    fn enter(&mut self, tid: ThreadId, id: u64) -> Result<(), SimErrorKind> {
+    /// A thread of `tid`'s node no longer waits in the engine for `lock`.
+    fn stop_waiting(&mut self, tid: ThreadId, lock: u64) {
+        let node = self.threads[tid].node;
+        if let Some(w) = self.lock_waits.get_mut(&(lock, node)) {
+            w.0 = w.0.saturating_sub(1);
+        }
+    }
+
+    /// Thread `tid` entered lock `id`'s critical section (after waiting in the engine if
+    /// `slow`): nobody else may be inside. Counts the grant against the nodes still waiting.
+    fn enter(&mut self, tid: ThreadId, id: u64, slow: bool) -> Result<(), SimErrorKind> {
+        if slow {
+            self.stop_waiting(tid, id);
+        }
+        let node = self.threads[tid].node;
+        for (&(lock, n), w) in self.lock_waits.iter_mut() {
+            if lock != id {
+                continue;
+            }
+            if n == node {
+                // The node holds the token: its wait starts over.
+                w.1 = 0;
+            } else if w.0 > 0 {
+                w.1 += 1;
+                self.max_overtakes = self.max_overtakes.max(w.1);
+            }
+        }
         if let Some(other) = self.lock_holders.insert(id, tid) {
             return Err(SimErrorKind::Invariant(format!(
                 "threads {other} and {tid} hold lock {id} at once"
@@ -568,4 +738,32 @@ fn set_reg(regs: &mut Vec<u64>, reg: usize, v: u64) {
         regs.resize(reg + 1, 0);
     }
     regs[reg] = v;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(proto: &'static str, nodes: NodeId, seed: u64) -> EngineCluster {
+        let cfg = SimConfig::new(nodes, seed).page_size(64);
+        EngineCluster::new(cfg, move |_| crate::by_name(proto).expect("protocol")).expect("cluster")
+    }
+
+    #[test]
+    fn a_lock_taken_again_on_its_node_takes_the_fast_path() {
+        for proto in ["sc-sw", "sc-mw", "scope"] {
+            let mut c = cluster(proto, 2, 1);
+            let x = c.addr(2, 0);
+            let mut prog = Vec::new();
+            for v in 1..=4 {
+                prog.extend([Op::Lock(5), Op::Store { addr: x, value: v }, Op::Unlock(5)]);
+            }
+            c.spawn(0, prog);
+            c.run().expect("runs");
+            assert!(
+                c.fast_lock_ops() > 0,
+                "{proto}: no fast-path lock operation"
+            );
+        }
+    }
 }

@@ -16,9 +16,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use svm_core::protocol::ProtocolStats;
 use svm_core::protocol::{NodeId, Protocol};
+use svm_core::sync::SyncState;
 use svm_protocols::engine_sim::EngineCluster;
-use svm_protocols::sim::{Cluster, Discard, Op, SimConfig, ThreadId};
+use svm_protocols::sim::{Cluster, Discard, Op, SimConfig, SimError, ThreadId};
 
 /// A protocol under test.
 pub struct Subject {
@@ -49,7 +51,7 @@ pub trait Sim: Sized {
     const KIND: &'static str;
     fn build(s: &Subject, cfg: SimConfig) -> Self;
     fn spawn(&mut self, node: NodeId, prog: Vec<Op>) -> ThreadId;
-    fn run_programs(&mut self) -> Result<(), String>;
+    fn run_programs(&mut self) -> Result<(), SimError>;
     fn log(&self, t: ThreadId) -> &[u64];
     fn regs(&self, t: ThreadId) -> &[u64];
     /// The same cluster recording a long event trace (`SVM_DEBUG_SEED`), where it keeps one.
@@ -57,6 +59,14 @@ pub trait Sim: Sized {
     fn dump_state(&self) -> String;
     /// Messages that carried a page, over the whole run.
     fn pages_sent(&self) -> u64;
+    fn with_sync<R>(&self, node: NodeId, f: impl FnOnce(&SyncState) -> R) -> R;
+    /// The most write notices held at lock managers at once.
+    fn peak_lock_notices(&self) -> u64;
+    /// The most grants of a lock to other nodes while a node waited for it.
+    fn max_lock_overtakes(&self) -> u64;
+    fn fast_lock_ops(&self) -> u64;
+    fn protocol_stats(&self, node: NodeId) -> ProtocolStats;
+    fn describe(&self, page: u64) -> String;
 }
 
 impl Sim for Cluster {
@@ -69,8 +79,8 @@ impl Sim for Cluster {
     fn spawn(&mut self, node: NodeId, prog: Vec<Op>) -> ThreadId {
         Cluster::spawn(self, node, prog)
     }
-    fn run_programs(&mut self) -> Result<(), String> {
-        self.run().map(|_| ()).map_err(|e| e.to_string())
+    fn run_programs(&mut self) -> Result<(), SimError> {
+        self.run().map(|_| ())
     }
     fn log(&self, t: ThreadId) -> &[u64] {
         Cluster::log(self, t)
@@ -87,6 +97,24 @@ impl Sim for Cluster {
     fn pages_sent(&self) -> u64 {
         self.stats().pages_sent
     }
+    fn with_sync<R>(&self, node: NodeId, f: impl FnOnce(&SyncState) -> R) -> R {
+        f(self.sync_state(node))
+    }
+    fn peak_lock_notices(&self) -> u64 {
+        self.stats().peak_lock_notices
+    }
+    fn max_lock_overtakes(&self) -> u64 {
+        self.stats().max_lock_overtakes
+    }
+    fn fast_lock_ops(&self) -> u64 {
+        self.stats().fast_lock_ops
+    }
+    fn protocol_stats(&self, node: NodeId) -> ProtocolStats {
+        Cluster::protocol_stats(self, node)
+    }
+    fn describe(&self, page: u64) -> String {
+        Cluster::describe(self, page)
+    }
 }
 
 impl Sim for EngineCluster {
@@ -100,8 +128,8 @@ impl Sim for EngineCluster {
     fn spawn(&mut self, node: NodeId, prog: Vec<Op>) -> ThreadId {
         EngineCluster::spawn(self, node, prog)
     }
-    fn run_programs(&mut self) -> Result<(), String> {
-        self.run().map(|_| ()).map_err(|e| e.to_string())
+    fn run_programs(&mut self) -> Result<(), SimError> {
+        self.run().map(|_| ())
     }
     fn log(&self, t: ThreadId) -> &[u64] {
         EngineCluster::log(self, t)
@@ -117,6 +145,29 @@ impl Sim for EngineCluster {
     }
     fn pages_sent(&self) -> u64 {
         (0..self.nodes()).map(|n| self.stats(n).pages_served).sum()
+    }
+    fn with_sync<R>(&self, node: NodeId, f: impl FnOnce(&SyncState) -> R) -> R {
+        EngineCluster::with_sync(self, node, f)
+    }
+    fn peak_lock_notices(&self) -> u64 {
+        EngineCluster::peak_lock_notices(self)
+    }
+    fn max_lock_overtakes(&self) -> u64 {
+        EngineCluster::max_lock_overtakes(self)
+    }
+    fn fast_lock_ops(&self) -> u64 {
+        EngineCluster::fast_lock_ops(self)
+    }
+    fn protocol_stats(&self, node: NodeId) -> ProtocolStats {
+        let st = self.stats(node);
+        ProtocolStats {
+            pages_paired: st.pages_paired,
+            migratory_upgrades: st.migratory_upgrades,
+            ..ProtocolStats::default()
+        }
+    }
+    fn describe(&self, page: u64) -> String {
+        EngineCluster::describe(self, page)
     }
 }
 
@@ -953,13 +1004,13 @@ pub fn false_sharing<C: Sim>(s: &Subject) {
 /// A long run with many lock operations and periodic global barriers keeps the write notices
 /// at lock managers bounded: each phase writes a new window of pages under three locks, so
 /// without garbage collection the notices would grow with the number of phases.
-pub fn notices_stay_bounded(s: &Subject) {
+pub fn notices_stay_bounded<C: Sim>(s: &Subject) {
     const PHASES: u64 = 12;
     const WINDOW: u64 = 5;
     const LOCKS: u64 = 3;
     for seed in 0..seeds() / 4 {
         let nodes = 3;
-        let mut c = cluster::<Cluster>(s, nodes, seed);
+        let mut c = cluster::<C>(s, nodes, seed);
         let mut rng = StdRng::seed_from_u64(seed ^ 0xb0b);
         let mut sums = vec![0u64; (PHASES * WINDOW) as usize];
         let mut tids = Vec::new();
@@ -989,10 +1040,10 @@ pub fn notices_stay_bounded(s: &Subject) {
                         Op::Unlock(lock),
                     ]);
                 }
-                p.push(Op::Barrier {
-                    id: 9,
-                    count: nodes as u32,
-                });
+                // The global barrier (`svm::barrier()`): the engine drops the lock notices it
+                // makes redundant only there, as it cannot tell whether a barrier of some
+                // other id has every thread of the job.
+                p.push(Op::BarrierAll(svm_core::node::GLOBAL_BARRIER));
             }
             if n == 0 {
                 p.extend((0..PHASES * WINDOW).map(|i| Op::Load {
@@ -1002,10 +1053,8 @@ pub fn notices_stay_bounded(s: &Subject) {
             }
             tids.push(c.spawn(n, p));
         }
-        let stats = match c.run() {
-            Ok(st) => st,
-            Err(e) => panic!("{} / notices stay bounded: {e}", s.name),
-        };
+        run(s, &mut c, "notices stay bounded");
+        let peak = c.peak_lock_notices();
         let log = c.log(tids[0]);
         assert_eq!(
             &log[log.len() - sums.len()..],
@@ -1017,13 +1066,13 @@ pub fn notices_stay_bounded(s: &Subject) {
         // left the barrier yet when post-barrier releases reach it).
         let bound = 2 * WINDOW * LOCKS;
         assert!(
-            stats.peak_lock_notices <= bound,
-            "{} / notices stay bounded, seed {seed}: {} notices at lock managers (bound {bound})",
+            peak <= bound,
+            "{} / notices stay bounded ({} simulator), seed {seed}: {peak} notices at lock managers (bound {bound})",
             s.name,
-            stats.peak_lock_notices
+            C::KIND
         );
         let held: usize = (0..nodes)
-            .map(|n| c.sync_state(n).lock_notice_count())
+            .map(|n| c.with_sync(n, |st| st.lock_notice_count()))
             .sum();
         assert!(
             held as u64 <= WINDOW * LOCKS,
@@ -1087,14 +1136,14 @@ pub fn notices_survive_barrier_races<C: Sim>(s: &Subject) {
 /// token within `MAX_LOCAL_HANDOFFS + 1` grants per node ahead of it; mutual exclusion is
 /// checked by the simulator at every grant, including those of the fast path (which every
 /// test of the suite models: `SimConfig::fast_locks`).
-pub fn lock_fairness(s: &Subject) {
+pub fn lock_fairness<C: Sim>(s: &Subject) {
     const LOCK: u64 = 5;
     const HOT_ROUNDS: usize = 30;
     const COLD_ROUNDS: usize = 3;
     let mut fast_ops = 0;
     for seed in 0..seeds() {
         let nodes = 2 + (seed % 2) as NodeId;
-        let mut c = cluster::<Cluster>(s, nodes, seed);
+        let mut c = cluster::<C>(s, nodes, seed);
         let counter = addr(3, 1);
         let round = |p: &mut Vec<Op>| {
             p.extend([
@@ -1137,10 +1186,8 @@ pub fn lock_fairness(s: &Subject) {
             });
             last = c.spawn(n, p);
         }
-        let stats = match c.run() {
-            Ok(st) => st,
-            Err(e) => panic!("{} / lock fairness, seed {seed}: {e}", s.name),
-        };
+        run(s, &mut c, "lock fairness");
+        let overtakes = c.max_lock_overtakes();
         let expected = (3 * HOT_ROUNDS + (nodes as usize - 1) * COLD_ROUNDS) as u64;
         assert_eq!(
             c.log(last).last().copied(),
@@ -1150,19 +1197,22 @@ pub fn lock_fairness(s: &Subject) {
         );
         let bound = (nodes as u64 - 1) * (svm_core::sync::MAX_LOCAL_HANDOFFS as u64 + 1);
         assert!(
-            stats.max_lock_overtakes <= bound,
+            overtakes <= bound,
             "{} / lock fairness, seed {seed} ({nodes} nodes): a waiting node saw {} grants to others (bound {bound})",
             s.name,
-            stats.max_lock_overtakes
+            overtakes
         );
         for n in 0..nodes {
-            assert!(c.sync_state(n).max_overtakes() <= svm_core::sync::MAX_LOCAL_HANDOFFS);
+            assert!(c.with_sync(n, |st| st.max_overtakes()) <= svm_core::sync::MAX_LOCAL_HANDOFFS);
         }
-        fast_ops += stats.fast_lock_ops;
+        fast_ops += c.fast_lock_ops();
     }
-    // The engine's fast path (modelled by the simulator) was taken.
+    // The fast path was taken. Only asserted for the model, whose fast path is its own
+    // modelling of the engine's: on the real engine the hot threads here queue for the token
+    // faster than it becomes idle under scope (its release waits for the home's DiffAck), and
+    // the real fast path is covered by `engine_sim`'s own test for every protocol.
     assert!(
-        fast_ops > 0,
+        fast_ops > 0 || C::KIND == "engine",
         "{} / lock fairness: no fast-path lock operation",
         s.name
     );
@@ -1170,10 +1220,10 @@ pub fn lock_fairness(s: &Subject) {
 
 /// A node that dies holding a lock's token ends the run naming it and the token (the engine
 /// ends the job the same way), whether or not another node waits for the token.
-pub fn lost_token_holder(s: &Subject) {
+pub fn lost_token_holder<C: Sim>(s: &Subject) {
     const LOCK: u64 = 4; // managed by node 0
     for seed in 0..seeds() {
-        let mut c = cluster::<Cluster>(s, 2, seed);
+        let mut c = cluster::<C>(s, 2, seed);
         let x = addr(2, 0);
         c.spawn(
             1,
@@ -1189,7 +1239,9 @@ pub fn lost_token_holder(s: &Subject) {
                 Op::Unlock(LOCK),
             ],
         );
-        let e = c.run().expect_err("a run whose node crashed must fail");
+        let e = c
+            .run_programs()
+            .expect_err("a run whose node crashed must fail");
         assert_eq!(
             e.kind,
             svm_protocols::sim::SimErrorKind::NodeLost {
@@ -1200,10 +1252,11 @@ pub fn lost_token_holder(s: &Subject) {
             s.name
         );
         assert!(
-            c.sync_state(0).tokens_held().is_empty(),
-            "{} / lost token holder, seed {seed}: {}",
+            c.with_sync(0, |st| st.tokens_held().is_empty()),
+            "{} / lost token holder ({} simulator), seed {seed}: {}",
             s.name,
-            c.sync_state(0).describe_lock(LOCK)
+            C::KIND,
+            c.with_sync(0, |st| st.describe_lock(LOCK))
         );
     }
 }
@@ -1213,7 +1266,7 @@ pub fn lost_token_holder(s: &Subject) {
 /// one row. Under sc-sw the row pages are asked for in pairs after the first rounds
 /// (remembered pairs); every read must still see the last round's values, and a reader that
 /// sees the flag must see the datum, whether the datum's page came along with the flag's.
-pub fn paired_rows(s: &Subject) {
+pub fn paired_rows<C: Sim>(s: &Subject) {
     const ROUNDS: u64 = 4;
     // Row of node n: pages 4n+1 and 4n+2, both homed at n (homes in blocks of 4 pages).
     let row = |n: u64| [addr(4 * n + 1, 0), addr(4 * n + 2, 0)];
@@ -1226,7 +1279,7 @@ pub fn paired_rows(s: &Subject) {
             .home(move |p| ((p / 4) % nodes as u64) as NodeId)
             .check_single_writer(s.single_writer)
             .discard(s.discard);
-        let mut c = Cluster::new(cfg, s.factory);
+        let mut c = C::build(s, cfg);
         let mut tids = Vec::new();
         for n in 0..nodes as u64 {
             let neighbours: Vec<u64> = [n.wrapping_sub(1), n + 1]
@@ -1315,7 +1368,7 @@ pub fn paired_rows(s: &Subject) {
 /// first phase takes the migratory path (exclusive read grants, writes without a request);
 /// the reads that follow must end it; no increment or store is lost, and racy readers stay
 /// sequentially consistent.
-pub fn migratory_then_shared(s: &Subject) {
+pub fn migratory_then_shared<C: Sim>(s: &Subject) {
     const ROUNDS: u64 = 3;
     let x = addr(1, 0);
     let data = addr(1, 5);
@@ -1323,7 +1376,7 @@ pub fn migratory_then_shared(s: &Subject) {
     let mut upgrades = 0;
     for seed in 0..seeds() {
         let nodes = 2 + (seed % 3) as NodeId;
-        let mut c = cluster::<Cluster>(s, nodes, seed);
+        let mut c = cluster::<C>(s, nodes, seed);
         let mut tids = Vec::new();
         for n in 0..nodes {
             let mut p = Vec::new();
@@ -1436,23 +1489,23 @@ macro_rules! conformance_suite {
             }
             #[test]
             fn notices_stay_bounded() {
-                super::notices_stay_bounded(&SUBJECT)
+                super::notices_stay_bounded::<Cluster>(&SUBJECT)
             }
             #[test]
             fn lock_fairness() {
-                super::lock_fairness(&SUBJECT)
+                super::lock_fairness::<Cluster>(&SUBJECT)
             }
             #[test]
             fn lost_token_holder() {
-                super::lost_token_holder(&SUBJECT)
+                super::lost_token_holder::<Cluster>(&SUBJECT)
             }
             #[test]
             fn migratory_then_shared() {
-                super::migratory_then_shared(&SUBJECT)
+                super::migratory_then_shared::<Cluster>(&SUBJECT)
             }
             #[test]
             fn paired_rows() {
-                super::paired_rows(&SUBJECT)
+                super::paired_rows::<Cluster>(&SUBJECT)
             }
             /// The same programs on the real engine of every node (`engine_sim`).
             mod engine {
@@ -1496,6 +1549,26 @@ macro_rules! conformance_suite {
                 #[test]
                 fn notices_survive_barrier_races() {
                     super::super::notices_survive_barrier_races::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn notices_stay_bounded() {
+                    super::super::notices_stay_bounded::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn lock_fairness() {
+                    super::super::lock_fairness::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn lost_token_holder() {
+                    super::super::lost_token_holder::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn migratory_then_shared() {
+                    super::super::migratory_then_shared::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn paired_rows() {
+                    super::super::paired_rows::<EngineCluster>(&SUBJECT)
                 }
             }
         }

@@ -37,6 +37,9 @@ struct Table {
 
 struct Shared {
     page_size: usize,
+    /// Revoking all access drops the contents (as the userfaultfd backend does); otherwise
+    /// they stay (as with SIGSEGV and mprotect).
+    drop_on_revoke: bool,
     table: Mutex<Table>,
     /// Signalled on every protection change, install and wake-up.
     changed: Condvar,
@@ -82,10 +85,23 @@ pub enum MemAccessError {
 }
 
 impl MemBackend {
+    /// A backend that keeps a page's contents when its access is revoked (like the segv
+    /// backend).
     pub fn new(page_size: usize) -> Result<MemBackend, SysError> {
+        Self::build(page_size, false)
+    }
+
+    /// A backend that drops a page's contents when its access is revoked (like the
+    /// userfaultfd backend's `MADV_DONTNEED`).
+    pub fn dropping(page_size: usize) -> Result<MemBackend, SysError> {
+        Self::build(page_size, true)
+    }
+
+    fn build(page_size: usize, drop_on_revoke: bool) -> Result<MemBackend, SysError> {
         Ok(MemBackend {
             shared: Arc::new(Shared {
                 page_size,
+                drop_on_revoke,
                 table: Mutex::new(Table::default()),
                 changed: Condvar::new(),
                 ready: EventFd::new()?,
@@ -310,7 +326,7 @@ impl FaultBackend for MemBackend {
                 data: None,
             });
             page.access = new;
-            if !present {
+            if !present || (new == Access::None && self.shared.drop_on_revoke) {
                 page.data = None;
             }
             if new != Access::None && page.data.is_none() {
@@ -456,6 +472,26 @@ mod tests {
             m.store(0x10008, &[9], SOON).is_err(),
             "read-only: a store faults"
         );
+    }
+
+    #[test]
+    fn a_dropping_backend_forgets_contents_when_access_is_revoked() {
+        for (m, kept) in [
+            (MemBackend::new(P).expect("backend"), true),
+            (MemBackend::dropping(P).expect("backend"), false),
+        ] {
+            assert!(m
+                .set_access(0, P, Access::None, Access::Write, false, None)
+                .expect("raise"));
+            m.store(8, &[5], SOON).expect("store");
+            let present = m
+                .set_access(0, P, Access::Write, Access::None, true, None)
+                .expect("revoke");
+            assert_eq!(present, kept);
+            let mut page = vec![0u8; P];
+            m.read(0, &mut page, present, None);
+            assert_eq!(page[8], if kept { 5 } else { 0 });
+        }
     }
 
     #[test]

@@ -69,8 +69,44 @@ impl Node {
         self.end_lingers(&mut st, None)
     }
 
-    /// Starts waiter `w`'s synchronisation operation `op`; the engine completes it now or as
-    /// messages arrive.
+    /// Starts waiter `w`'s operation `op` as an application thread's call does: a lock or
+    /// unlock the fast path can do (`lockfast.rs`) ends at once (`Ok(None)`: granted or
+    /// released); anything else goes to the engine ([`Node::submit`]).
+    pub fn begin(&self, w: Waiter, op: SyncOp) -> Result<Option<Pending>, EngineError> {
+        let fast = match op {
+            SyncOp::Lock { id, .. } => self.fast_lock_as(w, id),
+            SyncOp::Unlock(id) => self.fast_unlock_as(w, id),
+            _ => false,
+        };
+        if fast {
+            return Ok(None);
+        }
+        self.submit(w, op).map(Some)
+    }
+
+    /// Node `peer`'s connection closed and every frame it sent was delivered: an orderly end
+    /// if it said Goodbye, else [`EngineError::Lost`] (what the engine thread does on EOF).
+    pub fn link_closed(&self, peer: NodeId) -> Result<(), EngineError> {
+        let st = self.lock_state();
+        self.peer_closed(&st, peer)
+    }
+
+    /// Runs `f` on this node's synchronisation state (tests and simulators: tokens held,
+    /// notices kept, overtakes).
+    pub fn inspect_sync<R>(&self, f: impl FnOnce(&SyncState) -> R) -> R {
+        f(&self.lock_state().sync)
+    }
+
+    /// The protocol's description of `page` here (for diagnostics).
+    pub fn describe_page(&self, page: PageId) -> String {
+        let st = self.lock_state();
+        self.protocol_of(&st, page)
+            .map(|p| p.describe(page))
+            .unwrap_or_default()
+    }
+
+    /// Starts waiter `w`'s synchronisation operation `op` in the engine; it completes now or
+    /// as messages arrive.
     pub fn submit(&self, w: Waiter, op: SyncOp) -> Result<Pending, EngineError> {
         let mut st = self.lock_state();
         let cell = self.begin_op(&mut st, w, op.blocked(), |n, st, w| {

@@ -115,12 +115,12 @@ impl Node {
                             }
                         }
                         if !alive {
-                            if st.goodbye_from[peer] && bufs[peer].pending() == 0 {
-                                closed[peer] = true;
-                                poller.remove(link.poll_fd());
-                            } else {
+                            if bufs[peer].pending() != 0 {
                                 return Err(self.lost(&st, peer as NodeId, "connection closed"));
                             }
+                            self.peer_closed(&st, peer as NodeId)?;
+                            closed[peer] = true;
+                            poller.remove(link.poll_fd());
                         }
                     }
                 }

@@ -18,12 +18,15 @@ pub enum EngineError {
     System { what: String, err: SysError },
     #[error("malformed frame from node {peer}: {why}; connection closed")]
     MalformedFrame { peer: NodeId, why: String },
-    /// `tokens` names the locks whose token the peer may have held.
-    #[error("lost node {peer} ({why}); it died or its connection broke{tokens}")]
+    /// `locks`: the locks whose token the peer may have held.
+    #[error(
+        "lost node {peer} ({why}); it died or its connection broke{}",
+        held_tokens(locks)
+    )]
     Lost {
         peer: NodeId,
         why: String,
-        tokens: String,
+        locks: Vec<u64>,
     },
     /// A send found its peer's connection closed and no Goodbye of that peer turned up.
     #[error("{0}")]
@@ -60,6 +63,15 @@ pub enum EngineError {
     /// The application gave up (a panic in a task, a personality's abort).
     #[error("{0}")]
     Application(String),
+}
+
+/// The clause of a lost-node message naming the tokens the node may have held.
+fn held_tokens(locks: &[u64]) -> String {
+    if locks.is_empty() {
+        String::new()
+    } else {
+        format!("; it may hold the token of locks {locks:?} (it held or was in line for them)")
+    }
 }
 
 /// Writes a line to the process's standard error directly: `eprintln!` goes to a test
@@ -212,16 +224,20 @@ impl Node {
 
     /// The error for a lost `peer`, naming the locks whose token it may have held.
     pub(super) fn lost(&self, st: &EngineState, peer: NodeId, why: &str) -> EngineError {
-        let tokens = st.sync.locks_towards(peer);
-        let tokens = if tokens.is_empty() {
-            String::new()
-        } else {
-            format!("; it may hold the token of locks {tokens:?} (it held or was in line for them)")
-        };
         EngineError::Lost {
             peer,
             why: why.to_string(),
-            tokens,
+            locks: st.sync.locks_towards(peer),
+        }
+    }
+
+    /// `peer`'s connection closed once everything it sent was handled: an orderly end if it
+    /// said Goodbye, else the peer is lost.
+    pub(super) fn peer_closed(&self, st: &EngineState, peer: NodeId) -> Result<(), EngineError> {
+        if st.goodbye_from[peer as usize] {
+            Ok(())
+        } else {
+            Err(self.lost(st, peer, "connection closed"))
         }
     }
 

@@ -12,8 +12,8 @@ use crate::sync::fast::{FastLock, Reclaimed};
 use crate::sync::Waiter;
 
 thread_local! {
-    /// This thread's copy of `Node::fast` entries it used: (node address, lock → word).
-    static FAST_CACHE: std::cell::RefCell<(usize, FxHashMap<u64, Arc<FastLock>>)> =
+    /// This thread's copy of `Node::fast` entries it used: (node instance, lock → word).
+    static FAST_CACHE: std::cell::RefCell<(u64, FxHashMap<u64, Arc<FastLock>>)> =
         std::cell::RefCell::new((0, FxHashMap::default()));
 }
 
@@ -107,7 +107,9 @@ impl Node {
     pub(super) fn with_fast<R>(&self, lock: u64, op: impl FnOnce(&FastLock) -> R) -> Option<R> {
         FAST_CACHE.with(|c| {
             let mut c = c.borrow_mut();
-            let me = self as *const Node as usize;
+            // Keyed by the node's instance number, not its address: a node built after another
+            // was dropped (engine tests, the simulator) may reuse the address.
+            let me = self.instance;
             if c.0 != me {
                 c.0 = me;
                 c.1.clear();
@@ -131,7 +133,12 @@ impl Node {
     /// Takes `lock` without the engine if its token is here, idle, and the protocols are
     /// quiescent.
     pub(super) fn fast_lock(&self, lock: u64) -> bool {
-        let w = THREAD_WAITER.with(|c| c.get());
+        self.fast_lock_as(THREAD_WAITER.with(|c| c.get()), lock)
+    }
+
+    /// [`Node::fast_lock`] for waiter `w` (0: a thread that never waited, which the fast path
+    /// does not serve).
+    pub(super) fn fast_lock_as(&self, w: Waiter, lock: u64) -> bool {
         if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
             return false;
         }
@@ -151,7 +158,11 @@ impl Node {
     /// Releases `lock` without the engine if this thread took it through the fast path and
     /// nothing needs the release hooks.
     pub(super) fn fast_unlock(&self, lock: u64) -> bool {
-        let w = THREAD_WAITER.with(|c| c.get());
+        self.fast_unlock_as(THREAD_WAITER.with(|c| c.get()), lock)
+    }
+
+    /// [`Node::fast_unlock`] for waiter `w`.
+    pub(super) fn fast_unlock_as(&self, w: Waiter, lock: u64) -> bool {
         if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
             return false;
         }
