@@ -338,12 +338,6 @@ pub struct Node {
     instance: u64,
     /// The error the engine stopped with, under [`FailureMode::Keep`].
     failure: Mutex<Option<EngineError>>,
-    /// Lock acquires through the fast path (statistics).
-    fast_count: AtomicU64,
-}
-
-thread_local! {
-    static THREAD_WAITER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 impl Node {
@@ -442,7 +436,6 @@ impl Node {
             fast: RwLock::new(FxHashMap::default()),
             proto_dirty: AtomicBool::new(true),
             fast_held: AtomicU32::new(0),
-            fast_count: AtomicU64::new(0),
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),
             failure: Mutex::new(None),

@@ -2,19 +2,38 @@
 //! idle tokens, taking them back, running the acquire hooks late when the protocols stop being
 //! quiescent, and the application threads' compare-and-swap entry points.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
-use super::{AcquireCont, EngineError, EngineState, Node, WaitResult, THREAD_WAITER};
+use super::{AcquireCont, EngineError, EngineState, Node, WaitResult};
 use crate::sync::fast::{FastLock, Reclaimed};
 use crate::sync::Waiter;
 
+/// What an application thread keeps for its synchronisation calls, in one thread-local: a fast
+/// lock or unlock then costs one thread-local access (in a shared library such as a C
+/// personality every access is a call to `__tls_get_addr`; radiosity at one node spent 10 % of
+/// its time there with two per call).
+pub(super) struct ThreadLocks {
+    /// This thread's waiter id (0 until it first waits in the engine).
+    pub(super) waiter: Cell<Waiter>,
+    /// The node `cache` belongs to (`Node::instance`; 0: none yet).
+    node: Cell<u64>,
+    /// This thread's copy of the `Node::fast` entries it used: lock → word.
+    cache: RefCell<FxHashMap<u64, Arc<FastLock>>>,
+}
+
 thread_local! {
-    /// This thread's copy of `Node::fast` entries it used: (node instance, lock → word).
-    static FAST_CACHE: std::cell::RefCell<(u64, FxHashMap<u64, Arc<FastLock>>)> =
-        std::cell::RefCell::new((0, FxHashMap::default()));
+    pub(super) static THREAD: ThreadLocks = const {
+        ThreadLocks {
+            waiter: Cell::new(0),
+            node: Cell::new(0),
+            cache: RefCell::new(HashMap::with_hasher(FxBuildHasher)),
+        }
+    };
 }
 
 impl Node {
@@ -103,50 +122,60 @@ impl Node {
         f.publish();
     }
 
-    /// Runs `op` on the fast-path word of `lock`, if there is one (thread-local cache first).
-    pub(super) fn with_fast<R>(&self, lock: u64, op: impl FnOnce(&FastLock) -> R) -> Option<R> {
-        FAST_CACHE.with(|c| {
-            let mut c = c.borrow_mut();
-            // Keyed by the node's instance number, not its address: a node built after another
-            // was dropped (engine tests, the simulator) may reuse the address.
-            let me = self.instance;
-            if c.0 != me {
-                c.0 = me;
-                c.1.clear();
+    /// Runs `op` on the fast-path word of `lock`, if there is one (the thread's cache `t`
+    /// first).
+    fn with_fast<R>(
+        &self,
+        t: &ThreadLocks,
+        lock: u64,
+        op: impl FnOnce(&FastLock) -> R,
+    ) -> Option<R> {
+        let mut cache = t.cache.borrow_mut();
+        // Keyed by the node's instance number, not its address: a node built after another
+        // was dropped (engine tests, the simulator) may reuse the address.
+        if t.node.get() != self.instance {
+            t.node.set(self.instance);
+            cache.clear();
+        }
+        let f = match cache.get(&lock) {
+            Some(f) => f,
+            None => {
+                let f = self
+                    .fast
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&lock)?
+                    .clone();
+                cache.entry(lock).or_insert(f)
             }
-            let f = match c.1.get(&lock) {
-                Some(f) => f,
-                None => {
-                    let f = self
-                        .fast
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&lock)?
-                        .clone();
-                    c.1.entry(lock).or_insert(f)
-                }
-            };
-            Some(op(f))
-        })
+        };
+        Some(op(f))
     }
 
     /// Takes `lock` without the engine if its token is here, idle, and the protocols are
     /// quiescent.
     pub(super) fn fast_lock(&self, lock: u64) -> bool {
-        self.fast_lock_as(THREAD_WAITER.with(|c| c.get()), lock)
+        if self.proto_dirty.load(Ordering::SeqCst) {
+            return false;
+        }
+        THREAD.with(|t| self.fast_lock_in(t, t.waiter.get(), lock))
     }
 
     /// [`Node::fast_lock`] for waiter `w` (0: a thread that never waited, which the fast path
     /// does not serve).
     pub(super) fn fast_lock_as(&self, w: Waiter, lock: u64) -> bool {
+        THREAD.with(|t| self.fast_lock_in(t, w, lock))
+    }
+
+    fn fast_lock_in(&self, t: &ThreadLocks, w: Waiter, lock: u64) -> bool {
         if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
             return false;
         }
-        self.with_fast(lock, |f| {
+        self.with_fast(t, lock, |f| {
             self.fast_held.fetch_add(1, Ordering::SeqCst);
             let ok = f.try_take(w);
             if ok {
-                self.fast_count.fetch_add(1, Ordering::Relaxed);
+                f.count_take();
             } else {
                 self.fast_held.fetch_sub(1, Ordering::SeqCst);
             }
@@ -158,15 +187,22 @@ impl Node {
     /// Releases `lock` without the engine if this thread took it through the fast path and
     /// nothing needs the release hooks.
     pub(super) fn fast_unlock(&self, lock: u64) -> bool {
-        self.fast_unlock_as(THREAD_WAITER.with(|c| c.get()), lock)
+        if self.proto_dirty.load(Ordering::SeqCst) {
+            return false;
+        }
+        THREAD.with(|t| self.fast_unlock_in(t, t.waiter.get(), lock))
     }
 
     /// [`Node::fast_unlock`] for waiter `w`.
     pub(super) fn fast_unlock_as(&self, w: Waiter, lock: u64) -> bool {
+        THREAD.with(|t| self.fast_unlock_in(t, w, lock))
+    }
+
+    fn fast_unlock_in(&self, t: &ThreadLocks, w: Waiter, lock: u64) -> bool {
         if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
             return false;
         }
-        self.with_fast(lock, |f| {
+        self.with_fast(t, lock, |f| {
             let ok = f.try_give_back(w);
             if ok {
                 self.fast_held.fetch_sub(1, Ordering::SeqCst);

@@ -159,7 +159,7 @@ impl Node {
     pub fn stats(&self) -> Stats {
         let st = self.lock_state();
         let mut c = st.counters.clone();
-        c.fast_locks = self.fast_count.load(Ordering::Relaxed);
+        c.fast_locks = st.fast_locks.values().map(|f| f.taken()).sum();
         for p in st.protocols.iter().flatten() {
             let ps = p.stats();
             c.invalidations += ps.invalidations;

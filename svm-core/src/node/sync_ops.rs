@@ -223,12 +223,14 @@ impl Node {
 
     /// The calling thread's waiter id (made on first use).
     pub(super) fn thread_waiter(&self) -> Waiter {
-        let mut w = THREAD_WAITER.with(|c| c.get());
-        if w == 0 {
-            w = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-            THREAD_WAITER.with(|c| c.set(w));
-        }
-        w
+        lockfast::THREAD.with(|t| {
+            let mut w = t.waiter.get();
+            if w == 0 {
+                w = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+                t.waiter.set(w);
+            }
+            w
+        })
     }
 
     /// Runs `op` under the state lock for the calling thread, then sleeps until the engine

@@ -55,6 +55,9 @@ pub struct TakenBack {
 #[derive(Debug, Default)]
 pub struct FastLock {
     word: AtomicU64,
+    /// Acquisitions through the fast path (statistics). Only the thread that just took the
+    /// lock writes it, so a plain load and store count it: no locked instruction.
+    taken: AtomicU64,
 }
 
 impl FastLock {
@@ -74,6 +77,18 @@ impl FastLock {
                     Ordering::Relaxed,
                 )
                 .is_ok()
+    }
+
+    /// Application thread, holding the lock it took with [`FastLock::try_take`]: counts the
+    /// acquisition.
+    pub fn count_take(&self) {
+        self.taken
+            .store(self.taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Acquisitions counted by [`FastLock::count_take`].
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
     }
 
     /// Application thread: gives back a lock it took with [`FastLock::try_take`], unless the
