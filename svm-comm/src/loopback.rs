@@ -107,6 +107,31 @@ pub fn pair(a: NodeId, b: NodeId) -> Result<(LoopbackLink, LoopbackLink), CommEr
     ))
 }
 
+/// One link per ordered pair of `n` nodes: `links[i][j]` is node i's link to node j (None
+/// for i = j), and `taps[i][j]` a tap on that end.
+pub type Mesh = (
+    Vec<Vec<Option<Box<dyn Link>>>>,
+    Vec<Vec<Option<LoopbackTap>>>,
+);
+
+/// A full mesh of loopback links between `n` nodes (see [`Mesh`]).
+pub fn mesh(n: NodeId) -> Result<Mesh, CommError> {
+    let mut links: Vec<Vec<Option<Box<dyn Link>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut taps: Vec<Vec<Option<LoopbackTap>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for a in 0..n {
+        for b in a + 1..n {
+            let (ab, ba) = pair(a, b)?;
+            taps[a as usize][b as usize] = Some(ab.tap());
+            taps[b as usize][a as usize] = Some(ba.tap());
+            links[a as usize][b as usize] = Some(Box::new(ab));
+            links[b as usize][a as usize] = Some(Box::new(ba));
+        }
+    }
+    Ok((links, taps))
+}
+
 impl LoopbackLink {
     /// A handle on this connection that stays with the test once the link is handed to a
     /// node: it puts bytes on the wire towards this end or cuts the connection.

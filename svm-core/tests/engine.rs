@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use svm_comm::loopback::{self, LoopbackTap};
-use svm_comm::transport::Link;
 use svm_comm::wire::{self, Msg, ProtoMsg};
 use svm_core::config::Config;
 use svm_core::fault::mem::MemBackend;
@@ -37,19 +36,7 @@ fn start_job(n: NodeId, protocol: &str, failure_mode: FailureMode) -> TestJob {
         _ => None,
     })
     .expect("configuration");
-    let mut links: Vec<Vec<Option<Box<dyn Link>>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut taps: Vec<Vec<Option<LoopbackTap>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    for a in 0..n {
-        for b in a + 1..n {
-            let (ab, ba) = loopback::pair(a, b).expect("loopback pair");
-            taps[a as usize][b as usize] = Some(ab.tap());
-            taps[b as usize][a as usize] = Some(ba.tap());
-            links[a as usize][b as usize] = Some(Box::new(ab));
-            links[b as usize][a as usize] = Some(Box::new(ba));
-        }
-    }
+    let (links, taps) = loopback::mesh(n).expect("loopback links");
     let default_proto = protocol_id(protocol).expect("a protocol of this build");
     let mut nodes = Vec::new();
     let mut mems = Vec::new();

@@ -33,14 +33,14 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use svm_comm::loopback::{self, LoopbackTap};
-use svm_comm::transport::{Link, RecvBuf};
+use svm_comm::transport::RecvBuf;
 use svm_core::config::Config;
 use svm_core::fault::mem::{Attempt, FaultTicket, MemBackend};
 use svm_core::node::{FailureMode, Node, NodeParts, Pending, SyncOp, WaitResult};
 use svm_core::protocol::{protocol_id, Access, NodeId, PageId, Protocol, PROTOCOL_NAMES};
 use svm_core::space::{Home, Space};
 
-use crate::sim::{Discard, Op, SimConfig, SimError, SimErrorKind, ThreadId};
+use crate::sim::{reg_of, set_reg, Discard, Op, SimConfig, SimError, SimErrorKind, ThreadId};
 
 /// Pages of the simulated shared region (program addresses `0..PAGES * page_size`).
 pub const PAGES: u64 = 64;
@@ -153,19 +153,7 @@ impl EngineCluster {
         }
         let n = cfg.nodes;
         let node_cfg = Config::from_lookup(&|_| None).map_err(|e| fail(e.to_string()))?;
-        let mut links: Vec<Vec<Option<Box<dyn Link>>>> =
-            (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-        let mut taps: Vec<Vec<Option<LoopbackTap>>> =
-            (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-        for a in 0..n {
-            for b in a + 1..n {
-                let (ab, ba) = loopback::pair(a, b).map_err(|e| fail(e.to_string()))?;
-                taps[a as usize][b as usize] = Some(ab.tap());
-                taps[b as usize][a as usize] = Some(ba.tap());
-                links[a as usize][b as usize] = Some(Box::new(ab));
-                links[b as usize][a as usize] = Some(Box::new(ba));
-            }
-        }
+        let (links, taps) = loopback::mesh(n).map_err(|e| fail(e.to_string()))?;
         let homes: Vec<NodeId> = (0..PAGES).map(|p| (cfg.home)(p)).collect();
         let mut nodes = Vec::new();
         let mut mems = Vec::new();
@@ -727,17 +715,6 @@ impl EngineCluster {
         }
         s
     }
-}
-
-fn reg_of(regs: &[u64], reg: usize) -> u64 {
-    regs.get(reg).copied().unwrap_or(0)
-}
-
-fn set_reg(regs: &mut Vec<u64>, reg: usize, v: u64) {
-    if regs.len() <= reg {
-        regs.resize(reg + 1, 0);
-    }
-    regs[reg] = v;
 }
 
 #[cfg(test)]

@@ -732,14 +732,14 @@ impl Cluster {
                 }
             }
             Op::StoreReg { addr, reg } => {
-                let value = self.threads[tid].regs.get(reg).copied().unwrap_or(0);
+                let value = reg_of(&self.threads[tid].regs, reg);
                 if self.access_word(tid, addr, Some(value))?.is_some() {
                     self.advance(tid);
                 }
             }
             Op::AddImm { reg, imm } => {
                 let t = &mut self.threads[tid];
-                let v = t.regs.get(reg).copied().unwrap_or(0).wrapping_add(imm);
+                let v = reg_of(&t.regs, reg).wrapping_add(imm);
                 set_reg(&mut t.regs, reg, v);
                 self.advance(tid);
             }
@@ -1364,7 +1364,13 @@ impl Cluster {
     }
 }
 
-fn set_reg(regs: &mut Vec<u64>, reg: usize, v: u64) {
+/// Register `reg` of a thread (unwritten registers are 0).
+pub(crate) fn reg_of(regs: &[u64], reg: usize) -> u64 {
+    regs.get(reg).copied().unwrap_or(0)
+}
+
+/// Writes register `reg`, growing the register file as needed.
+pub(crate) fn set_reg(regs: &mut Vec<u64>, reg: usize, v: u64) {
     if regs.len() <= reg {
         regs.resize(reg + 1, 0);
     }
