@@ -16,7 +16,7 @@
 //!
 //! Checks, after every step: mutual exclusion of every lock over the simulated threads, and,
 //! with [`SimConfig::check_single_writer`], that a page writable on one node is accessible on
-//! no other. Counted: grants of a lock to other nodes while a node waits for it
+//! no other and that the copies of a page readable on several nodes are the same. Counted: grants of a lock to other nodes while a node waits for it
 //! ([`EngineCluster::max_lock_overtakes`]).
 //!
 //! Memory: with [`Discard::Always`] a node's copy is dropped when its access is revoked (the
@@ -681,6 +681,20 @@ impl EngineCluster {
                 return Err(SimErrorKind::Invariant(format!(
                     "page {page}: access per node {access:?} (a writer must be alone)"
                 )));
+            }
+            if writers == 0 && others > 1 {
+                // Readers only: their copies must be the same.
+                let mut copies = (0..self.mems.len())
+                    .filter(|&n| access[n] == Access::Read && Some(n as NodeId) != self.crashed)
+                    .map(|n| (n, self.mems[n].contents(addr)));
+                let Some((first, want)) = copies.next() else {
+                    continue;
+                };
+                if let Some((n, _)) = copies.find(|(_, c)| *c != want) {
+                    return Err(SimErrorKind::Invariant(format!(
+                        "page {page}: readable on nodes {first} and {n} with different contents"
+                    )));
+                }
             }
         }
         Ok(())

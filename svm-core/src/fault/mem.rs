@@ -177,6 +177,12 @@ impl MemBackend {
         self.table().woken.retain(|s| *s != t.slot);
     }
 
+    /// The local contents of the page holding `addr` (None: not present).
+    pub fn contents(&self, addr: usize) -> Option<Vec<u8>> {
+        let base = self.page_base(addr);
+        self.table().pages.get(&base).and_then(|p| p.data.clone())
+    }
+
     /// Whether faults wait for the engine.
     pub fn has_faults(&self) -> bool {
         !self.table().faults.is_empty()
