@@ -78,6 +78,25 @@ fn hello_with_queries() {
     );
 }
 
+/// A program that used a lock and returns from main without SMI_Finalize ends the job in its
+/// exit handlers, after its thread-locals were destroyed: every process ends with status 0.
+#[test]
+fn ending_in_the_exit_handlers_after_lock_use() {
+    let scratch = SMI.scratch("exit_after_locks");
+    build("exit_after_locks", &scratch).run_matrix(
+        &NODES,
+        &FAULTS,
+        |_| Vec::new(),
+        &[],
+        |_, out| {
+            out.assert_passed("exit_after_locks");
+            // A panic in an exit handler is caught there and does not change the status:
+            // only its message shows it.
+            assert!(!out.stderr.contains("panicked"), "{out}");
+        },
+    );
+}
+
 #[test]
 fn concurrent_linked_list() {
     run_everywhere("list", &[]);

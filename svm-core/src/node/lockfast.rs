@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -22,8 +23,12 @@ pub(super) struct ThreadLocks {
     pub(super) waiter: Cell<Waiter>,
     /// The node `cache` belongs to (`Node::instance`; 0: none yet).
     node: Cell<u64>,
-    /// This thread's copy of the `Node::fast` entries it used: lock → word.
-    cache: RefCell<FxHashMap<u64, Arc<FastLock>>>,
+    /// This thread's copy of the `Node::fast` entries it used: lock → word. Never dropped, so
+    /// that the thread-local has no destructor: a thread-local with one cannot be used once the
+    /// thread's destructors ran, and the job's end runs in the main thread's exit handlers,
+    /// after them (`exit()` in a C program). What a thread that ends leaves here is a few
+    /// entries.
+    cache: ManuallyDrop<RefCell<FxHashMap<u64, Arc<FastLock>>>>,
 }
 
 thread_local! {
@@ -31,7 +36,7 @@ thread_local! {
         ThreadLocks {
             waiter: Cell::new(0),
             node: Cell::new(0),
-            cache: RefCell::new(HashMap::with_hasher(FxBuildHasher)),
+            cache: ManuallyDrop::new(RefCell::new(HashMap::with_hasher(FxBuildHasher))),
         }
     };
 }
