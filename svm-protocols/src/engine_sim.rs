@@ -344,9 +344,11 @@ impl EngineCluster {
             let c = self.choices[self.rng.gen_range(0..self.choices.len())];
             match c {
                 Choice::Deliver { from, to } => {
-                    let frame = self.chans[to as usize][from as usize]
-                        .pop_front()
-                        .expect("enabled: a frame is in flight");
+                    let Some(frame) = self.chans[to as usize][from as usize].pop_front() else {
+                        return Err(SimErrorKind::Protocol(format!(
+                            "simulator: no frame in flight from {from} to {to}"
+                        )));
+                    };
                     self.nodes[to as usize]
                         .deliver(from, &frame)
                         .map_err(engine_error)?;
@@ -451,27 +453,23 @@ impl EngineCluster {
         match std::mem::replace(&mut t.wait, Wait::No) {
             Wait::Fault(ticket) => self.mems[node].retire(&ticket),
             Wait::Sync(p) => {
-                let r = p.result().expect("enabled: completed");
+                let Some(r) = p.result() else {
+                    return Err(SimErrorKind::Sync(format!(
+                        "simulator: thread {tid} ran before its operation completed"
+                    )));
+                };
                 return self.sync_done(tid, r, true);
             }
             Wait::No | Wait::Finished => {}
         }
         let op = self.threads[tid].prog[self.threads[tid].pc];
-        let mem = &self.mems[node];
-        let access_error =
-            |e: svm_core::fault::mem::MemAccessError| SimErrorKind::BadProgram(e.to_string());
         match op {
             Op::Load { addr, reg } => {
-                let w = self.window(addr)?;
-                match mem.try_load(w, 8).map_err(access_error)? {
-                    Attempt::Done(b) => {
-                        let v = u64::from_le_bytes(b.try_into().expect("8 bytes"));
-                        let t = &mut self.threads[tid];
-                        set_reg(&mut t.regs, reg, v);
-                        t.log.push(v);
-                        self.advance(tid);
-                    }
-                    Attempt::Faulted(f) => self.threads[tid].wait = Wait::Fault(f),
+                if let Some(v) = self.load(tid, node, addr)? {
+                    let t = &mut self.threads[tid];
+                    set_reg(&mut t.regs, reg, v);
+                    t.log.push(v);
+                    self.advance(tid);
                 }
             }
             Op::Store { addr, value } => self.store(tid, addr, value)?,
@@ -490,22 +488,17 @@ impl EngineCluster {
                 value,
                 max_loads,
             } => {
-                let w = self.window(addr)?;
-                match mem.try_load(w, 8).map_err(access_error)? {
-                    Attempt::Done(b) => {
-                        let v = u64::from_le_bytes(b.try_into().expect("8 bytes"));
-                        let t = &mut self.threads[tid];
-                        if v == value {
-                            t.spins = 0;
-                            self.advance(tid);
-                        } else {
-                            t.spins += 1;
-                            if t.spins > max_loads {
-                                return Err(SimErrorKind::SpinBound { thread: tid, addr });
-                            }
+                if let Some(v) = self.load(tid, node, addr)? {
+                    let t = &mut self.threads[tid];
+                    if v == value {
+                        t.spins = 0;
+                        self.advance(tid);
+                    } else {
+                        t.spins += 1;
+                        if t.spins > max_loads {
+                            return Err(SimErrorKind::SpinBound { thread: tid, addr });
                         }
                     }
-                    Attempt::Faulted(f) => self.threads[tid].wait = Wait::Fault(f),
                 }
             }
             Op::Lock(id) => self.begin(
@@ -542,6 +535,27 @@ impl EngineCluster {
             }
         }
         Ok(())
+    }
+
+    /// Thread `tid` on `node` loads the word at `addr`: its value, or None when the access
+    /// faulted (the thread then waits for the fault).
+    fn load(&mut self, tid: ThreadId, node: usize, addr: u64) -> Result<Option<u64>, SimErrorKind> {
+        let w = self.window(addr)?;
+        match self.mems[node]
+            .try_load(w, 8)
+            .map_err(|e| SimErrorKind::BadProgram(e.to_string()))?
+        {
+            Attempt::Done(b) => {
+                let word: [u8; 8] = b.try_into().map_err(|b: Vec<u8>| {
+                    SimErrorKind::Protocol(format!("a load of 8 bytes returned {}", b.len()))
+                })?;
+                Ok(Some(u64::from_le_bytes(word)))
+            }
+            Attempt::Faulted(f) => {
+                self.threads[tid].wait = Wait::Fault(f);
+                Ok(None)
+            }
+        }
     }
 
     fn store(&mut self, tid: ThreadId, addr: u64, v: u64) -> Result<(), SimErrorKind> {
