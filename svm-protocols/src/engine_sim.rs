@@ -755,6 +755,21 @@ mod tests {
     }
 
     #[test]
+    fn the_first_use_of_a_lock_at_its_manager_takes_the_fast_path() {
+        for proto in ["sc-sw", "sc-mw", "scope"] {
+            let mut c = cluster(proto, 2, 1);
+            // Lock 4 is managed by node 0 (4 % 2): its token is idle there from the start.
+            c.spawn(0, vec![Op::Lock(4), Op::Unlock(4)]);
+            c.run().expect("runs");
+            assert_eq!(
+                c.fast_lock_ops(),
+                1,
+                "{proto}: the acquisition took the fast path"
+            );
+        }
+    }
+
+    #[test]
     fn a_lock_taken_again_on_its_node_takes_the_fast_path() {
         for proto in ["sc-sw", "sc-mw", "scope"] {
             let mut c = cluster(proto, 2, 1);

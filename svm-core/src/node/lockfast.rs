@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
-use super::{AcquireCont, EngineError, EngineState, Node, WaitResult};
+use super::{AcquireCont, EngineError, EngineState, Node, NodeId, WaitResult};
 use crate::sync::fast::{FastLock, Reclaimed};
 use crate::sync::Waiter;
 
@@ -127,6 +127,30 @@ impl Node {
         f.publish();
     }
 
+    /// A lock never used here whose token starts here (this node manages it) is idle from the
+    /// start: publishes its fast-path word, so that its first acquisition too, not only those
+    /// after a release, can skip the engine. Returns whether it did.
+    pub(super) fn publish_unused(&self, lock: u64) -> bool {
+        let managed_here = (lock % self.nodes as u64) as NodeId == self.me;
+        if !managed_here || self.proto_dirty.load(Ordering::SeqCst) {
+            return false;
+        }
+        if self
+            .fast
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&lock)
+        {
+            return false;
+        }
+        let mut st = self.lock_state();
+        if !st.sync.first_use_here(lock) {
+            return false;
+        }
+        self.publish_fast(&mut st, lock);
+        true
+    }
+
     /// Runs `op` on the fast-path word of `lock`, if there is one (the thread's cache `t`
     /// first).
     fn with_fast<R>(
@@ -163,7 +187,10 @@ impl Node {
         if self.proto_dirty.load(Ordering::SeqCst) {
             return false;
         }
-        THREAD.with(|t| self.fast_lock_in(t, t.waiter.get(), lock))
+        THREAD.with(|t| {
+            let w = self.waiter_of(t);
+            self.fast_lock_in(t, w, lock)
+        })
     }
 
     /// [`Node::fast_lock`] for waiter `w` (0: a thread that never waited, which the fast path

@@ -223,14 +223,17 @@ impl Node {
 
     /// The calling thread's waiter id (made on first use).
     pub(super) fn thread_waiter(&self) -> Waiter {
-        lockfast::THREAD.with(|t| {
-            let mut w = t.waiter.get();
-            if w == 0 {
-                w = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-                t.waiter.set(w);
-            }
-            w
-        })
+        lockfast::THREAD.with(|t| self.waiter_of(t))
+    }
+
+    /// The waiter id kept in a thread's `ThreadLocks` (made on first use).
+    pub(super) fn waiter_of(&self, t: &lockfast::ThreadLocks) -> Waiter {
+        let mut w = t.waiter.get();
+        if w == 0 {
+            w = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+            t.waiter.set(w);
+        }
+        w
     }
 
     /// Runs `op` under the state lock for the calling thread, then sleeps until the engine
@@ -349,7 +352,7 @@ impl Node {
     /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
     pub fn lock(&self, id: u64, try_only: bool) -> bool {
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
-        if self.fast_lock(id) {
+        if self.fast_lock(id) || (self.publish_unused(id) && self.fast_lock(id)) {
             if p0 != 0 {
                 crate::profile::lock_acquired(id, p0);
             }

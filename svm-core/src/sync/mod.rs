@@ -231,6 +231,17 @@ impl SyncState {
         }
     }
 
+    /// Whether `lock` was never used on this node and its token starts here (this node
+    /// manages it), so it is idle from the start; records the lock's state, so that
+    /// [`SyncState::token_idle`] then holds.
+    pub fn first_use_here(&mut self, lock: u64) -> bool {
+        if self.manager(lock) != self.me || self.locks.contains_key(&lock) {
+            return false;
+        }
+        self.node_lock(lock);
+        true
+    }
+
     /// Whether the token of `lock` is here, free, and wanted by nobody (local or remote): a
     /// thread may take it without the engine ([`SyncState::lock_acquire`] would grant it with
     /// no message).

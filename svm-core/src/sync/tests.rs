@@ -649,3 +649,24 @@ fn a_second_thread_of_a_node_at_an_all_nodes_barrier_is_refused() {
         s.describe_barrier(3)
     );
 }
+
+#[test]
+fn a_lock_never_used_is_idle_at_its_manager_from_the_start() {
+    let mut s = SyncState::new(1, 2);
+    // Lock 3 is managed by node 1 (3 % 2), lock 4 by node 0.
+    assert!(!s.token_idle(3), "no state yet");
+    assert!(
+        !s.first_use_here(4),
+        "managed elsewhere: its token is not here"
+    );
+    assert!(s.first_use_here(3));
+    assert!(s.token_idle(3), "recorded, token here and free");
+    assert!(!s.first_use_here(3), "only the first use");
+    let mut out = Vec::new();
+    s.lock_acquire(3, 7, false, &mut out);
+    assert!(
+        matches!(out.as_slice(), [SyncEvent::Granted { waiter: 7, .. }]),
+        "{out:?}"
+    );
+    assert!(!s.token_idle(3), "held");
+}
