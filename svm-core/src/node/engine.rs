@@ -196,10 +196,9 @@ impl Node {
             let token = PollToken::Peer(peer).key();
             self.poller
                 .watch(link.poll_fd(), token, false)
-                .map_err(|err| EngineError::System {
-                    what: format!("watching the link to node {peer}"),
-                    err,
-                })?;
+                .map_err(EngineError::system(|| {
+                    format!("watching the link to node {peer}")
+                }))?;
         }
         Ok(())
     }

@@ -82,6 +82,14 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
+impl EngineError {
+    /// For `map_err`: a system call the engine made while doing `what` (named lazily, so the
+    /// fault path formats nothing unless the call failed) failed with the error given.
+    pub(super) fn system(what: impl FnOnce() -> String) -> impl FnOnce(SysError) -> EngineError {
+        move |err| EngineError::System { what: what(), err }
+    }
+}
+
 /// What a node does with an [`EngineError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FailureMode {

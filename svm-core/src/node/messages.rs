@@ -56,10 +56,9 @@ impl Node {
             let token = PollToken::Peer(to).key();
             self.poller
                 .watch(link.poll_fd(), token, true)
-                .map_err(|err| EngineError::System {
-                    what: format!("watching the link to node {to}"),
-                    err,
-                })?;
+                .map_err(EngineError::system(|| {
+                    format!("watching the link to node {to}")
+                }))?;
         }
         Ok(())
     }

@@ -47,10 +47,9 @@ impl Node {
                     let present = self
                         .backend
                         .set_access(addr, n as usize * ps, Access::None, access, false, None)
-                        .map_err(|err| EngineError::System {
-                            what: format!("setting pages {page}..{} to {access:?}", page + n),
-                            err,
-                        })?;
+                        .map_err(EngineError::system(|| {
+                            format!("setting pages {page}..{} to {access:?}", page + n)
+                        }))?;
                     st.counters.pages_faulted_around += n;
                     for q in page..page + n {
                         if crate::profile::on() {
@@ -73,10 +72,9 @@ impl Node {
                     let present = self
                         .backend
                         .set_access(addr, ps, old, access, present, initial)
-                        .map_err(|err| EngineError::System {
-                            what: format!("setting page {page} to {access:?}"),
-                            err,
-                        })?;
+                        .map_err(EngineError::system(|| {
+                            format!("setting page {page} to {access:?}")
+                        }))?;
                     if present {
                         st.shadows.remove(&page);
                     }
@@ -101,10 +99,7 @@ impl Node {
                     let present = self
                         .backend
                         .install(addr, incoming, access, present)
-                        .map_err(|err| EngineError::System {
-                            what: format!("installing page {page}"),
-                            err,
-                        })?;
+                        .map_err(EngineError::system(|| format!("installing page {page}")))?;
                     st.shadows.remove(&page);
                     st.counters.pages_fetched += 1;
                     st.counters.bytes_fetched += ps as u64;
@@ -227,10 +222,9 @@ impl Node {
                 && self
                     .backend
                     .patch(addr, ps, access, present, &runs)
-                    .map_err(|err| EngineError::System {
-                        what: format!("applying a diff to page {page}"),
-                        err,
-                    })?;
+                    .map_err(EngineError::system(|| {
+                        format!("applying a diff to page {page}")
+                    }))?;
             if !in_place {
                 if !st.shadows.contains_key(&page) {
                     let mut sh = vec![0u8; ps];
@@ -283,10 +277,9 @@ impl Node {
             if let WaiterRef::Slot(_) = w.waiter {
                 self.backend
                     .wake(addr, self.space.page_size(), w.waiter)
-                    .map_err(|err| EngineError::System {
-                        what: format!("waking a thread on page {page}"),
-                        err,
-                    })?;
+                    .map_err(EngineError::system(|| {
+                        format!("waking a thread on page {page}")
+                    }))?;
             }
             let dt = now.saturating_sub(w.since_ns);
             if w.need == Access::Write {
@@ -336,10 +329,9 @@ impl Node {
             // Raced with a resolution that happened after the kernel queued this fault.
             self.backend
                 .wake(f.addr, self.space.page_size(), f.waiter)
-                .map_err(|err| EngineError::System {
-                    what: format!("waking a thread on page {page}"),
-                    err,
-                })?;
+                .map_err(EngineError::system(|| {
+                    format!("waking a thread on page {page}")
+                }))?;
             st.counters.local_faults += 1;
             return Ok(());
         }
