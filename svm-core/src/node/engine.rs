@@ -96,18 +96,16 @@ impl Node {
                             }
                         };
                         loop {
-                            let frame = match bufs[peer].next_frame() {
-                                Ok(Some(f)) => f,
+                            let handled = match bufs[peer].next_frame() {
+                                Ok(Some(frame)) => self.on_frame(&mut st, peer as NodeId, frame),
                                 Ok(None) => break,
-                                Err(e) => {
-                                    link.close();
-                                    return Err(EngineError::MalformedFrame {
-                                        peer: peer as NodeId,
-                                        why: e.to_string(),
-                                    });
-                                }
+                                Err(e) => Err(EngineError::MalformedFrame {
+                                    peer: peer as NodeId,
+                                    why: e.to_string(),
+                                }),
                             };
-                            if let Err(e) = self.on_frame(&mut st, peer as NodeId, frame) {
+                            if let Err(e) = handled {
+                                // A sender of garbage (a bad header or a bad message) is cut off.
                                 if matches!(e, EngineError::MalformedFrame { .. }) {
                                     link.close();
                                 }
