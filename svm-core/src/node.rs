@@ -447,14 +447,7 @@ impl Node {
             nodes,
             page_size,
         });
-        {
-            // No thread holds a lock yet: this only records whether the protocols are
-            // quiescent.
-            let mut st = node.lock_state();
-            if let Err(e) = node.note_protocols(&mut st) {
-                node.fail(Some(&st), e);
-            }
-        }
+        node.record_quiescence(&node.lock_state());
         let poller = &node.poller;
         poller.add(node.backend.poll_fd(), PollToken::Faults.key())?;
         poller.add(node.wake.raw(), PollToken::Wake.key())?;

@@ -46,9 +46,7 @@ impl Node {
     /// every lock a thread holds through the fast path (so the critical section is counted
     /// open and its release runs the hooks).
     pub(super) fn note_protocols(&self, st: &mut EngineState) -> Result<(), EngineError> {
-        let quiet = st.protocols.iter().flatten().all(|p| p.quiescent());
-        self.proto_dirty.store(!quiet, Ordering::SeqCst);
-        if quiet || self.fast_held.load(Ordering::SeqCst) == 0 {
+        if self.record_quiescence(st) || self.fast_held.load(Ordering::SeqCst) == 0 {
             return Ok(());
         }
         let converted = st.fast_locks.values().filter(|f| f.convert()).count();
@@ -56,6 +54,13 @@ impl Node {
             self.late_acquire(st)?;
         }
         Ok(())
+    }
+
+    /// Records for the fast path whether every protocol is quiescent, and returns it.
+    pub(super) fn record_quiescence(&self, st: &EngineState) -> bool {
+        let quiet = st.protocols.iter().flatten().all(|p| p.quiescent());
+        self.proto_dirty.store(!quiet, Ordering::SeqCst);
+        quiet
     }
 
     /// Runs the acquire hooks (no notices) for a critical section entered through the fast
