@@ -74,9 +74,7 @@ impl Node {
     /// released); anything else goes to the engine ([`Node::submit`]).
     pub fn begin(&self, w: Waiter, op: SyncOp) -> Result<Option<Pending>, EngineError> {
         let fast = match op {
-            SyncOp::Lock { id, .. } => {
-                self.fast_lock_as(w, id) || (self.publish_unused(id) && self.fast_lock_as(w, id))
-            }
+            SyncOp::Lock { id, .. } => self.fast_lock_as(w, id),
             SyncOp::Unlock(id) => self.fast_unlock_as(w, id),
             _ => false,
         };

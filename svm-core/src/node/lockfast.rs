@@ -132,20 +132,12 @@ impl Node {
         f.publish();
     }
 
-    /// A lock never used here whose token starts here (this node manages it) is idle from the
-    /// start: publishes its fast-path word, so that its first acquisition too, not only those
-    /// after a release, can skip the engine. Returns whether it did.
-    pub(super) fn publish_unused(&self, lock: u64) -> bool {
-        let managed_here = (lock % self.nodes as u64) as NodeId == self.me;
-        if !managed_here || self.proto_dirty.load(Ordering::SeqCst) {
-            return false;
-        }
-        if self
-            .fast
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&lock)
-        {
+    /// A lock without a fast-path word: if it was never used here and its token starts here
+    /// (this node manages it), it is idle from the start, and this publishes its word, so that
+    /// its first acquisition too, not only those after a release, can skip the engine. Returns
+    /// whether it did.
+    fn publish_unused(&self, lock: u64) -> bool {
+        if (lock % self.nodes as u64) as NodeId != self.me {
             return false;
         }
         let mut st = self.lock_state();
@@ -208,7 +200,7 @@ impl Node {
         if w == 0 || self.proto_dirty.load(Ordering::SeqCst) {
             return false;
         }
-        self.with_fast(t, lock, |f| {
+        let take = |f: &FastLock| {
             self.fast_held.fetch_add(1, Ordering::SeqCst);
             let ok = f.try_take(w);
             if ok {
@@ -217,8 +209,12 @@ impl Node {
                 self.fast_held.fetch_sub(1, Ordering::SeqCst);
             }
             ok
-        })
-        .unwrap_or(false)
+        };
+        match self.with_fast(t, lock, take) {
+            Some(taken) => taken,
+            // No word yet: a lock never used here may be idle at its manager from the start.
+            None => self.publish_unused(lock) && self.with_fast(t, lock, take).unwrap_or(false),
+        }
     }
 
     /// Releases `lock` without the engine if this thread took it through the fast path and

@@ -352,7 +352,7 @@ impl Node {
     /// Acquires lock `id`; with `try_only`, returns false instead of waiting when it is held.
     pub fn lock(&self, id: u64, try_only: bool) -> bool {
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
-        if self.fast_lock(id) || (self.publish_unused(id) && self.fast_lock(id)) {
+        if self.fast_lock(id) {
             if p0 != 0 {
                 crate::profile::lock_acquired(id, p0);
             }
