@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -19,7 +20,7 @@ struct Pipe {
     ready: EventFd,
     /// Set by either end's `close` or by the writer's `finish_sending`: the reader sees EOF
     /// once it has read what was queued.
-    closed: std::sync::atomic::AtomicBool,
+    closed: AtomicBool,
 }
 
 impl Pipe {
@@ -34,7 +35,7 @@ impl Pipe {
         Ok(Pipe {
             bytes: Mutex::new(VecDeque::new()),
             ready,
-            closed: std::sync::atomic::AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -48,8 +49,7 @@ impl Pipe {
     }
 
     fn close(&self) {
-        self.closed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.closed.store(true, Ordering::Release);
         self.signal();
     }
 
@@ -67,7 +67,7 @@ impl Pipe {
             buf.commit(n);
         }
         drop(q);
-        let open = !self.closed.load(std::sync::atomic::Ordering::Acquire);
+        let open = !self.closed.load(Ordering::Acquire);
         if !open {
             // Stay readable: a closed connection is reported on every poll, like a socket's EOF.
             self.signal();
@@ -160,11 +160,7 @@ impl LoopbackTap {
 
     /// Whether bytes wait at the tapped end or the connection is closed (no system call).
     pub fn pending(&self) -> bool {
-        !self.inbound.queue().is_empty()
-            || self
-                .inbound
-                .closed
-                .load(std::sync::atomic::Ordering::Acquire)
+        !self.inbound.queue().is_empty() || self.inbound.closed.load(Ordering::Acquire)
     }
 
     /// Reads what arrived at the tapped end into `buf`, standing in for that end's reader (a
@@ -184,11 +180,7 @@ impl LoopbackTap {
 
 impl Link for LoopbackLink {
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
-        if self
-            .outbound
-            .closed
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
+        if self.outbound.closed.load(Ordering::Acquire) {
             return Err(CommError::Lost {
                 me: self.me,
                 peer: self.peer,
