@@ -5,7 +5,7 @@
 //!     cargo run --manifest-path fuzz/Cargo.toml --example gen_seeds
 use std::path::PathBuf;
 
-use svm_comm::wire::{self, Access, Msg, ProtoMsg, SyncMsg, KEY_LEN};
+use svm_comm::wire::{self, Access, LockNotice, Msg, ProtoMsg, SyncMsg, KEY_LEN};
 
 fn samples() -> Vec<(Msg, Vec<u8>)> {
     let p = |msg| Msg::Proto { proto: 1, msg };
@@ -27,7 +27,7 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
         (p(ProtoMsg::ExclusiveUnused { page: 7 }), vec![]),
         (Msg::Sync(SyncMsg::LockAcquire { lock: 1 }), vec![]),
         (Msg::Sync(SyncMsg::LockTry { lock: 2 }), vec![]),
-        (Msg::Sync(SyncMsg::LockGrant { lock: 9, notices: vec![(1, 0), (2, 1), (300, 2)] }), vec![]),
+        (Msg::Sync(SyncMsg::LockGrant { lock: 9, releases: 4, notices: vec![LockNotice { page: 1, epoch: 0, release: 1 }, LockNotice { page: 2, epoch: 1, release: 3 }, LockNotice { page: 300, epoch: 2, release: 4 }] }), vec![]),
         (Msg::Sync(SyncMsg::LockBusy { lock: 9 }), vec![]),
         (Msg::Sync(SyncMsg::LockForward { lock: 9, to: 1, try_only: false }), vec![]),
         (Msg::Sync(SyncMsg::LockTryDone { lock: 9, to: 2, granted: true }), vec![]),

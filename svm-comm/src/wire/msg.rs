@@ -110,6 +110,17 @@ pub enum ProtoMsg {
     ExclusiveUnused { page: PageId },
 }
 
+/// A write notice travelling with a lock's token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockNotice {
+    pub page: PageId,
+    /// The newest count of completed global barriers (epoch, see
+    /// `SyncState::clear_lock_notices`) of a release that named the page.
+    pub epoch: u64,
+    /// The number of the newest release of the lock that named the page (1 = the first).
+    pub release: u64,
+}
+
 /// Messages of the synchronization objects. Each object's manager is `id % nodes`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SyncMsg {
@@ -126,12 +137,14 @@ pub enum SyncMsg {
         to: NodeId,
         try_only: bool,
     },
-    /// Token holder → next node (the lock's token moves): the lock is yours. `notices` are the
-    /// write notices attached to the lock, each with the newest count of completed global
-    /// barriers (epoch, see `SyncState::clear_lock_notices`) of a release that carried it.
+    /// Token holder → next node (the lock's token moves): the lock is yours. `releases`
+    /// counts the lock's releases so far (a node remembers the count when the token leaves
+    /// it, so it can tell the notices it has not seen); `notices` are the write notices
+    /// attached to the lock.
     LockGrant {
         lock: u64,
-        notices: Vec<(PageId, u64)>,
+        releases: u64,
+        notices: Vec<LockNotice>,
     },
     /// Lock manager → node: answer to `LockTry` when the lock is held.
     LockBusy { lock: u64 },

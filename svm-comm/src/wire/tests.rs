@@ -66,7 +66,12 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
         (
             Msg::Sync(SyncMsg::LockGrant {
                 lock: 9,
-                notices: vec![(1, 0), (2, 5), (3, 1)],
+                releases: 7,
+                notices: vec![
+                    LockNotice { page: 1, epoch: 0, release: 2 },
+                    LockNotice { page: 2, epoch: 5, release: 7 },
+                    LockNotice { page: 3, epoch: 1, release: 1 },
+                ],
             }),
             vec![],
         ),
@@ -192,8 +197,9 @@ proptest::proptest! {
     }
 
     #[test]
-    fn lock_grants_round_trip(lock in proptest::prelude::any::<u64>(), notices in proptest::collection::vec(proptest::prelude::any::<(u64, u64)>(), 0..50)) {
-        let m = Msg::Sync(SyncMsg::LockGrant { lock, notices });
+    fn lock_grants_round_trip(lock in proptest::prelude::any::<u64>(), releases in proptest::prelude::any::<u64>(), notices in proptest::collection::vec(proptest::prelude::any::<(u64, u64, u64)>(), 0..50)) {
+        let notices = notices.into_iter().map(|(page, epoch, release)| LockNotice { page, epoch, release }).collect();
+        let m = Msg::Sync(SyncMsg::LockGrant { lock, releases, notices });
         let f = encode(&m, 5, 1, &[]).unwrap();
         proptest::prop_assert_eq!(decode(&f).unwrap().msg, m);
     }

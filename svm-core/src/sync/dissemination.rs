@@ -3,8 +3,8 @@
 //! **dissemination barrier**: no manager, ⌈log2 N⌉ rounds; in round k node i sends what it knows
 //! (its own write notices and those it received in earlier rounds) to node (i + 2^k) mod N and
 //! waits for the message of node (i − 2^k) mod N. After the last round every node has heard,
-//! directly or through others, from every node — so it holds the union of all nodes' notices,
-//! exactly what a central manager would have handed out — and leaves.
+//! directly or through others, from every node — so it holds the union of all other nodes'
+//! notices, exactly what a central manager would have handed it — and leaves.
 //!
 //! Against the central barrier (N − 1 arrivals to a manager, N − 1 departures from it): at 2
 //! nodes one message delay instead of two; at 4 nodes two delays, as before, but no node sends
@@ -30,8 +30,15 @@ pub(super) struct AllNodesBarrier {
     waiter: Option<Waiter>,
     /// Rounds of the current episode this node has completed (received from its partner).
     round: u32,
-    /// Notices known so far in the current episode.
+    /// Notices known so far in the current episode (this node's and those heard): what the
+    /// next round's message carries.
     notices: BTreeSet<PageId>,
+    /// Notices heard from other nodes in the current episode: what this node acts on at
+    /// departure. A page only this node wrote is current in its own copy; invalidating it
+    /// would only make the node fetch its own writes back. (With N not a power of two a
+    /// node's own notices can come back to it through others; it then invalidates those
+    /// pages too, which costs a fetch but is never wrong.)
+    heard: BTreeSet<PageId>,
     /// Round messages received before this node reached their round: (episode, round) →
     /// notices.
     early: BTreeMap<(u64, u32), Vec<PageId>>,
@@ -107,7 +114,8 @@ impl AllNodesBarrier {
             let Some(got) = self.early.remove(&(self.episode, self.round)) else {
                 return;
             };
-            self.notices.extend(got);
+            self.notices.extend(got.iter().copied());
+            self.heard.extend(got);
             self.round += 1;
             if self.round < total {
                 self.send_round(me, nodes, barrier, out);
@@ -116,10 +124,11 @@ impl AllNodesBarrier {
         self.waiter = None;
         self.round = 0;
         self.episode += 1;
+        self.notices.clear();
         out.push(SyncEvent::BarrierDone {
             barrier,
             waiters: vec![waiter],
-            notices: std::mem::take(&mut self.notices).into_iter().collect(),
+            notices: std::mem::take(&mut self.heard).into_iter().collect(),
         });
     }
 

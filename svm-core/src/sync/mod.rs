@@ -15,7 +15,7 @@
 //! produced), and runs `Protocol::on_acquire` with the notices of a [`SyncEvent::Granted`] or
 //! [`SyncEvent::BarrierDone`] before waking the threads.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 mod dissemination;
 pub mod fast;
@@ -23,7 +23,7 @@ pub mod sem;
 
 use dissemination::AllNodesBarrier;
 
-use svm_comm::wire::{NodeId, PageId, SyncMsg};
+use svm_comm::wire::{LockNotice, NodeId, PageId, SyncMsg};
 
 /// Identifies one waiting thread (chosen by the engine).
 pub type Waiter = u64;
@@ -111,9 +111,24 @@ struct NodeLock {
     handoffs: u32,
     /// Released while `next` waits: kept for a local re-acquire until `linger_expired`.
     lingering: bool,
-    /// The write notices travelling with the token (page → newest epoch of a release that
-    /// carried it); empty while the token is elsewhere.
-    notices: BTreeMap<PageId, u64>,
+    /// The write notices travelling with the token (page → the newest global-barrier epoch
+    /// and release number of a release that named it); empty while the token is elsewhere.
+    notices: BTreeMap<PageId, NoticeAge>,
+    /// The lock's releases so far (travels with the token; see `seen`).
+    releases: u64,
+    /// `releases` when the token last left this node: every notice of a release up to that
+    /// one this node has acted on already (it invalidated the page at a grant, or the
+    /// release was its own, made while it held the token), so a later grant names only the
+    /// newer ones. Without it a node would invalidate, at every acquire, every page any
+    /// release of the lock ever named since the last global barrier — its own writes too.
+    seen: u64,
+}
+
+/// When a lock notice's page was last named: see [`LockNotice`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NoticeAge {
+    epoch: u64,
+    release: u64,
 }
 
 #[derive(Debug)]
@@ -139,7 +154,26 @@ struct ManagedBarrier {
     count: u32,
     arrived: u32,
     per_node: Vec<u32>,
-    notices: BTreeSet<PageId>,
+    /// The pages named by the arrivals' write notices, with who named them.
+    notices: BTreeMap<PageId, Writers>,
+}
+
+/// Who wrote a page named by a barrier's write notices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writers {
+    One(NodeId),
+    Several,
+}
+
+/// The barrier notices node `node` must act on: the pages some *other* node wrote. A page only
+/// `node` itself wrote is current in its own copy (its diffs went to the home before it
+/// arrived, and every older write of others was invalidated at an earlier acquire), so
+/// invalidating it would only make the node fetch its own writes back.
+fn notices_for(all: &BTreeMap<PageId, Writers>, node: NodeId) -> Vec<PageId> {
+    all.iter()
+        .filter(|(_, w)| **w != Writers::One(node))
+        .map(|(p, _)| *p)
+        .collect()
 }
 
 /// All lock and barrier state of one node: its local side of every object and the manager
@@ -289,10 +323,22 @@ impl SyncState {
         l.lingering = false;
         l.next = None;
         l.handoffs = 0;
-        let notices: Vec<(PageId, u64)> = std::mem::take(&mut l.notices).into_iter().collect();
+        let notices = std::mem::take(&mut l.notices)
+            .into_iter()
+            .map(|(page, a)| LockNotice {
+                page,
+                epoch: a.epoch,
+                release: a.release,
+            })
+            .collect();
+        l.seen = l.releases;
         out.push(SyncEvent::Send {
             to,
-            msg: SyncMsg::LockGrant { lock, notices },
+            msg: SyncMsg::LockGrant {
+                lock,
+                releases: l.releases,
+                notices,
+            },
         });
         if !l.queue.is_empty() && !l.requested {
             l.requested = true;
@@ -340,9 +386,12 @@ impl SyncState {
             Some(l) if l.token && l.owner == Some(waiter) => l,
             _ => return Err(SyncError::NotHolder { lock }),
         };
+        l.releases += 1;
+        let release = l.releases;
         for p in notices {
-            let e = l.notices.entry(p).or_insert(epoch);
-            *e = (*e).max(epoch);
+            let a = l.notices.entry(p).or_insert(NoticeAge { epoch, release });
+            a.epoch = a.epoch.max(epoch);
+            a.release = release;
         }
         l.owner = None;
         if l.next.is_some() && l.queue.is_empty() && l.handoffs < MAX_LOCAL_HANDOFFS {
@@ -439,7 +488,7 @@ impl SyncState {
         self.epoch += 1;
         let epoch = self.epoch;
         for l in self.locks.values_mut() {
-            l.notices.retain(|_, e| *e >= epoch);
+            l.notices.retain(|_, a| a.epoch >= epoch);
         }
     }
 
@@ -518,17 +567,37 @@ impl SyncState {
                     self.manager_acquire(lock, node, try_only, out);
                 }
             }
-            SyncMsg::LockGrant { lock, notices } => {
+            SyncMsg::LockGrant {
+                lock,
+                releases,
+                notices,
+            } => {
                 let lock = *lock;
                 let l = self.node_lock(lock);
                 l.requested = false;
                 l.token = true;
                 l.handoffs = 0;
-                l.notices = notices.iter().copied().collect();
+                l.releases = *releases;
+                l.notices = notices
+                    .iter()
+                    .map(|n| {
+                        let age = NoticeAge {
+                            epoch: n.epoch,
+                            release: n.release,
+                        };
+                        (n.page, age)
+                    })
+                    .collect();
                 match l.queue.pop_front() {
                     Some((waiter, _)) => {
                         l.owner = Some(waiter);
-                        let notices = l.notices.keys().copied().collect();
+                        let seen = l.seen;
+                        let notices = l
+                            .notices
+                            .iter()
+                            .filter(|(_, a)| a.release > seen)
+                            .map(|(p, _)| *p)
+                            .collect();
                         out.push(SyncEvent::Granted {
                             lock,
                             waiter,
@@ -582,9 +651,18 @@ impl SyncState {
                 }
                 b.arrived += 1;
                 b.per_node[from as usize] += 1;
-                b.notices.extend(notices.iter().copied());
+                for &p in notices {
+                    b.notices
+                        .entry(p)
+                        .and_modify(|w| {
+                            if *w != Writers::One(from) {
+                                *w = Writers::Several
+                            }
+                        })
+                        .or_insert(Writers::One(from));
+                }
                 if b.arrived >= b.count {
-                    let notices: Vec<PageId> = std::mem::take(&mut b.notices).into_iter().collect();
+                    let all = std::mem::take(&mut b.notices);
                     for (node, &arrivals) in b.per_node.iter().enumerate() {
                         if arrivals > 0 {
                             out.push(SyncEvent::Send {
@@ -592,7 +670,7 @@ impl SyncState {
                                 msg: SyncMsg::BarrierRelease {
                                     barrier: *barrier,
                                     arrivals,
-                                    notices: notices.clone(),
+                                    notices: notices_for(&all, node as NodeId),
                                 },
                             });
                         }

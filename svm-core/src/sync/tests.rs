@@ -64,8 +64,19 @@ impl Net {
         count: u32,
         waiter: Waiter,
     ) -> Result<(), SyncError> {
+        self.arrive_with(node, barrier, count, waiter, vec![])
+    }
+
+    fn arrive_with(
+        &mut self,
+        node: NodeId,
+        barrier: u64,
+        count: u32,
+        waiter: Waiter,
+        notices: Vec<PageId>,
+    ) -> Result<(), SyncError> {
         let mut out = Vec::new();
-        let r = self.nodes[node as usize].barrier_arrive(barrier, count, waiter, vec![], &mut out);
+        let r = self.nodes[node as usize].barrier_arrive(barrier, count, waiter, notices, &mut out);
         self.absorb(node, out);
         r
     }
@@ -296,7 +307,8 @@ fn try_lock_busy_path() {
         )]
     );
 
-    // A try-lock of a free lock succeeds; the token moves to the trying node.
+    // A try-lock of a free lock succeeds; the token moves to the trying node (with no
+    // notices for it: 3 and 5 were its own writes).
     net.release(0, 2, 11, vec![]).unwrap();
     net.settle();
     net.acquire(1, 2, 3, true);
@@ -308,7 +320,7 @@ fn try_lock_busy_path() {
             SyncEvent::Granted {
                 lock: 2,
                 waiter: 3,
-                notices: vec![3, 5]
+                notices: vec![]
             }
         )]
     );
@@ -394,6 +406,35 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
 }
 
 #[test]
+fn managed_barrier_names_to_each_node_the_pages_other_nodes_wrote() {
+    // 3 nodes, node 1 with two threads: page 10 only node 0 wrote, 11 both threads of node 1,
+    // 12 nodes 0 and 2, 13 every node.
+    let mut net = Net::new(3);
+    net.arrive_with(0, 4, 4, 1, vec![10, 12, 13]).unwrap();
+    net.arrive_with(1, 4, 4, 2, vec![11, 13]).unwrap();
+    net.arrive_with(1, 4, 4, 3, vec![11]).unwrap();
+    net.arrive_with(2, 4, 4, 4, vec![12, 13]).unwrap();
+    net.settle();
+    let mut done: Vec<(NodeId, Vec<PageId>)> = net
+        .take()
+        .into_iter()
+        .map(|(n, e)| match e {
+            SyncEvent::BarrierDone { notices, .. } => (n, notices),
+            other => panic!("expected a departure, got {other:?}"),
+        })
+        .collect();
+    done.sort();
+    assert_eq!(
+        done,
+        vec![
+            (0, vec![11, 12, 13]),
+            (1, vec![10, 12, 13]),
+            (2, vec![10, 11, 12, 13]),
+        ]
+    );
+}
+
+#[test]
 fn release_without_holding_is_an_error() {
     let mut net = Net::new(2);
     // Never acquired.
@@ -444,6 +485,59 @@ fn stray_lock_messages_are_ignored() {
     assert!(out.is_empty());
     assert!(net.nodes[0].is_holder(0, 1));
     assert_eq!(net.nodes[0].lock_notice_count(), 0);
+}
+
+/// The notices of `node`'s grants since the last call.
+fn granted_notices(net: &mut Net, node: NodeId) -> Vec<Vec<PageId>> {
+    net.take()
+        .into_iter()
+        .filter(|(n, _)| *n == node)
+        .filter_map(|(_, e)| match e {
+            SyncEvent::Granted { notices, .. } => Some(notices),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_grant_names_only_the_notices_the_node_has_not_seen() {
+    let mut net = Net::new(2);
+    // Node 0 writes pages 4 and 5 under lock 1; node 1 takes it and learns of them.
+    net.acquire(0, 1, 1, false);
+    net.settle();
+    net.take();
+    net.release(0, 1, 1, vec![4, 5]).unwrap();
+    net.acquire(1, 1, 2, false);
+    net.settle();
+    assert_eq!(granted_notices(&mut net, 1), vec![vec![4, 5]]);
+    // Node 1 writes nothing; node 0 takes the lock again: 4 and 5 were its own writes.
+    net.release(1, 1, 2, vec![]).unwrap();
+    net.acquire(0, 1, 3, false);
+    net.settle();
+    assert_eq!(granted_notices(&mut net, 0), vec![Vec::<PageId>::new()]);
+    // Node 0 writes 6; node 1 hears of 6 only (it has acted on 4 and 5 already).
+    net.release(0, 1, 3, vec![6]).unwrap();
+    net.acquire(1, 1, 4, false);
+    net.settle();
+    assert_eq!(granted_notices(&mut net, 1), vec![vec![6]]);
+    // Node 1 writes 4 again: node 0 must hear of it, and of nothing it wrote itself.
+    net.release(1, 1, 4, vec![4]).unwrap();
+    net.acquire(0, 1, 5, false);
+    net.settle();
+    assert_eq!(granted_notices(&mut net, 0), vec![vec![4]]);
+    // A third node that never held the lock hears of every page still named.
+    let mut net3 = Net::new(3);
+    net3.acquire(0, 2, 1, false);
+    net3.settle();
+    net3.take();
+    net3.release(0, 2, 1, vec![7]).unwrap();
+    net3.acquire(1, 2, 2, false);
+    net3.settle();
+    net3.take();
+    net3.release(1, 2, 2, vec![8]).unwrap();
+    net3.acquire(2, 2, 3, false);
+    net3.settle();
+    assert_eq!(granted_notices(&mut net3, 2), vec![vec![7, 8]]);
 }
 
 #[test]
@@ -560,15 +654,16 @@ impl Net {
 }
 
 #[test]
-fn all_nodes_barrier_rounds_are_log2_and_every_node_leaves_with_every_notice() {
+fn all_nodes_barrier_rounds_are_log2_and_every_node_leaves_with_every_other_nodes_notices() {
     assert_eq!(
         (1..=9).map(dissemination::rounds).collect::<Vec<_>>(),
         [0, 1, 2, 2, 3, 3, 3, 3, 4]
     );
+    // Every node names its own page 1000 + node and the page 999 they all wrote.
     for n in 1..=9 {
         let mut net = Net::new(n);
         for node in 0..n {
-            net.arrive_all(node, 5, 100 + node as u64, vec![1000 + node as PageId]);
+            net.arrive_all(node, 5, 100 + node as u64, vec![999, 1000 + node as PageId]);
             if node + 1 < n {
                 // Nobody can leave before the last node arrived.
                 net.settle();
@@ -585,13 +680,28 @@ fn all_nodes_barrier_rounds_are_log2_and_every_node_leaves_with_every_notice() {
         let mut left = net.departures();
         left.sort();
         assert_eq!(left.len(), n as usize, "{n} nodes: every node leaves");
-        let all: Vec<PageId> = (0..n).map(|k| 1000 + k as PageId).collect();
         for (node, waiter, notices) in left {
             assert_eq!(waiter, 100 + node as u64);
-            assert_eq!(
-                notices, all,
-                "{n} nodes: node {node} has every node's notices"
-            );
+            let mut others: Vec<PageId> = (0..n)
+                .filter(|&k| k != node)
+                .map(|k| 1000 + k as PageId)
+                .collect();
+            if n > 1 {
+                others.insert(0, 999);
+            }
+            if n.is_power_of_two() {
+                // A page only this node wrote is current here: not named back to it.
+                assert_eq!(notices, others, "{n} nodes: node {node}");
+            } else {
+                // Its own notices may come back through others: harmless, but every other
+                // node's must be there.
+                let extra: Vec<_> = notices.iter().filter(|p| !others.contains(p)).collect();
+                assert!(
+                    others.iter().all(|p| notices.contains(p))
+                        && extra.iter().all(|&&p| p == 1000 + node as PageId),
+                    "{n} nodes: node {node} left with {notices:?}"
+                );
+            }
         }
     }
 }
