@@ -195,6 +195,58 @@ fn a_page_written_at_one_node_is_read_at_another_under_sequential_consistency() 
     });
 }
 
+#[test]
+fn under_scope_a_node_keeps_the_pages_only_it_wrote_across_barriers_and_lock_grants() {
+    const ROUNDS: u64 = 6;
+    let job = start_job(2, "scope", FailureMode::EndJob);
+    // Both pages homed at node 0: node 1 writes `mine` (under lock 1), node 0 `theirs`.
+    let mine = job.nodes[0].space.alloc_local(4096).expect("allocation");
+    let theirs = job.nodes[0].space.alloc_local(4096).expect("allocation");
+    job.run(|node, mem| {
+        let me = node.me;
+        for round in 1..=ROUNDS {
+            if me == 0 {
+                store_u64(mem, theirs, round);
+            } else {
+                assert!(node.lock(1, false));
+                store_u64(mem, mine, round);
+                assert!(node.unlock(1));
+            }
+            // Both barrier kinds: a managed one and the dissemination barrier of all nodes.
+            let done = if round % 2 == 0 {
+                node.barrier(3, 2)
+            } else {
+                node.barrier_all_nodes(4)
+            };
+            assert_eq!(done, WaitResult::BarrierDone);
+            // Node 0 takes the lock (its token then carries node 1's notice of `mine` back
+            // to node 1).
+            if me == 0 {
+                assert!(node.lock(1, false));
+                assert!(node.unlock(1));
+            }
+            assert_eq!(node.barrier(3, 2), WaitResult::BarrierDone);
+            if me == 1 {
+                assert!(node.lock(1, false));
+            }
+            assert_eq!(load_u64(mem, mine), round, "node {me}, round {round}");
+            assert_eq!(load_u64(mem, theirs), round, "node {me}, round {round}");
+            if me == 1 {
+                assert!(node.unlock(1));
+            }
+            assert_eq!(node.barrier(3, 2), WaitResult::BarrierDone);
+        }
+    });
+    // Node 1 fetched `mine` once (its first write) and `theirs` once per round (node 0
+    // wrote it); neither barrier nor lock grant named `mine` back to it.
+    let s1 = job.nodes[1].stats();
+    assert_eq!(
+        s1.pages_fetched,
+        1 + ROUNDS,
+        "node 1 fetched `mine` once and `theirs` once per round"
+    );
+}
+
 /// A frame from `from` to the tapped node, as `from`'s engine would send it.
 fn frame(msg: &Msg, from: NodeId) -> Vec<u8> {
     wire::encode(msg, from, 0, &[]).expect("encodes")

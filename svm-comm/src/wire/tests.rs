@@ -68,9 +68,21 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
                 lock: 9,
                 releases: 7,
                 notices: vec![
-                    LockNotice { page: 1, epoch: 0, release: 2 },
-                    LockNotice { page: 2, epoch: 5, release: 7 },
-                    LockNotice { page: 3, epoch: 1, release: 1 },
+                    LockNotice {
+                        page: 1,
+                        epoch: 0,
+                        release: 2,
+                    },
+                    LockNotice {
+                        page: 2,
+                        epoch: 5,
+                        release: 7,
+                    },
+                    LockNotice {
+                        page: 3,
+                        epoch: 1,
+                        release: 1,
+                    },
                 ],
             }),
             vec![],
