@@ -311,6 +311,8 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
     };
     let space = Arc::new(space);
     let mut links: Vec<Option<Box<dyn Link>>> = (0..boot.size).map(|_| None).collect();
+    // Barriers in shared memory: only when every node is on this host over DECK-SCI.
+    let mut host_barrier = None;
     *joining = true;
     if boot.size > 1 {
         let inherited = match (me, boot.coord_fd) {
@@ -333,6 +335,9 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
             // Every node on this host, over shared memory only (no TCP rendezvous needed).
             drop(inherited);
             let deck = svm_comm::deck::sci::establish(&boot, &deck_cfg()?, setup_timeout)?;
+            if cfg.host_barrier {
+                host_barrier = svm_comm::deck::sci::host_barrier(me, &deck);
+            }
             for (i, l) in deck.into_iter().enumerate() {
                 links[i] = l.map(|l| Box::new(l) as Box<dyn Link>);
             }
@@ -396,6 +401,9 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
         failure_mode: crate::node::FailureMode::EndJob,
     };
     let node = Node::start(parts).map_err(sys_err)?;
+    if let Some(hb) = host_barrier {
+        node.use_host_barrier(hb);
+    }
     if verbose {
         eprintln!(
             "svm: node {me} of {}: protocol {}, fault backend {}, window {:#x}+{:#x}, page {} B",

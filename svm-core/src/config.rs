@@ -34,6 +34,9 @@ pub struct Config {
     pub stats: StatsMode,
     /// `SVM_VERBOSE`: progress messages on stderr.
     pub verbose: bool,
+    /// `SVM_HOST_BARRIER`: barriers in shared memory when every node runs on this host over
+    /// DECK-SCI (`docs/sync.md`); default on, `0` = always the message barrier.
+    pub host_barrier: bool,
     /// `SVM_SPACE_BASE`: address of the shared window (default 0x6000_0000_0000).
     pub space_base: usize,
     /// `SVM_SPACE_SIZE`: size of the shared window in bytes (default 64 GiB; suffixes K/M/G/T).
@@ -265,6 +268,11 @@ impl Config {
             Some(v) => return Err(invalid("SVM_STATS", v, "expected 1, text or json")),
         };
         let verbose = matches!(get("SVM_VERBOSE").as_deref(), Some(v) if v != "0");
+        let host_barrier = match get("SVM_HOST_BARRIER").as_deref().map(str::trim) {
+            None | Some("1") => true,
+            Some("0") => false,
+            Some(v) => return Err(invalid("SVM_HOST_BARRIER", v, "expected 0 or 1")),
+        };
         let space_base = match get("SVM_SPACE_BASE") {
             None => 0x6000_0000_0000,
             Some(v) => parse_size("SVM_SPACE_BASE", &v)?,
@@ -334,6 +342,7 @@ impl Config {
             timeout,
             stats,
             verbose,
+            host_barrier,
             space_base,
             space_size,
             page_size,
@@ -383,6 +392,13 @@ mod tests {
         let e = cfg(&[("SVM_PROTOCOL", "lrc")]).unwrap_err().to_string();
         assert!(e.contains("unknown protocol"), "{e}");
         assert_eq!(cfg(&[("SVM_TRANSPORT", "auto")]).unwrap().transport, "auto");
+        assert!(cfg(&[]).unwrap().host_barrier);
+        assert!(!cfg(&[("SVM_HOST_BARRIER", "0")]).unwrap().host_barrier);
+        let e = cfg(&[("SVM_HOST_BARRIER", "yes")]).unwrap_err().to_string();
+        assert!(
+            e.contains("SVM_HOST_BARRIER") && e.contains("0 or 1"),
+            "{e}"
+        );
         let e = cfg(&[("SVM_TRANSPORT", "sci")]).unwrap_err().to_string();
         assert!(e.contains("unknown transport"), "{e}");
     }

@@ -333,6 +333,12 @@ pub struct Node {
     proto_dirty: AtomicBool,
     /// Locks held through the fast path right now.
     fast_held: AtomicU32,
+    /// The shared-memory barrier of a job whose nodes all run on this host over DECK-SCI
+    /// ([`Node::use_host_barrier`]; `sync_ops.rs`).
+    host_barrier: std::sync::OnceLock<svm_comm::deck::sci::HostBarrier>,
+    /// Ids of the all-nodes barriers a thread of this node waits in through the
+    /// shared-memory barrier (a second thread is refused, as on the message path).
+    host_barrier_busy: Mutex<rustc_hash::FxHashSet<u64>>,
     failure_mode: FailureMode,
     /// A number no other node of this process has (thread-local caches key on it).
     instance: u64,
@@ -436,6 +442,8 @@ impl Node {
             fast: RwLock::new(FxHashMap::default()),
             proto_dirty: AtomicBool::new(true),
             fast_held: AtomicU32::new(0),
+            host_barrier: std::sync::OnceLock::new(),
+            host_barrier_busy: Mutex::new(Default::default()),
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),
             failure: Mutex::new(None),

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use svm_comm::deck::sci::HostBarrier;
 use svm_comm::loopback::{self, LoopbackTap};
 use svm_comm::wire::{self, Msg, ProtoMsg};
 use svm_core::config::Config;
@@ -245,6 +246,80 @@ fn under_scope_a_node_keeps_the_pages_only_it_wrote_across_barriers_and_lock_gra
         1 + ROUNDS,
         "node 1 fetched `mine` once and `theirs` once per round"
     );
+}
+
+/// Barrier messages (`barrier_arrive`, `barrier_release`, `barrier_round`) a node sent.
+fn barrier_messages_sent(node: &Node) -> u64 {
+    let stats = node.stats();
+    ["barrier_arrive", "barrier_release", "barrier_round"]
+        .iter()
+        .filter_map(|m| stats.messages.get(m).map(|c| c.sent))
+        .sum()
+}
+
+#[test]
+fn shared_memory_barriers_exchange_values_refuse_a_wrong_count_and_carry_notices_by_message() {
+    for proto in PROTOCOLS {
+        let job = start_job(2, proto, FailureMode::EndJob);
+        let path = std::env::temp_dir().join(format!(
+            "svm-engine-host-barrier-{proto}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let hb = HostBarrier::in_new_file(&path).expect("barrier slots");
+        for node in &job.nodes {
+            node.use_host_barrier(hb.clone());
+        }
+        // One page homed at node 0; each node writes its own word of it.
+        let page = job.nodes[0].space.alloc_local(4096).expect("allocation");
+        job.run(|node, mem| {
+            let me = node.me as usize;
+            for round in 1..=5u64 {
+                store_u64(mem, page + 8 * me, round);
+                let done = if round % 2 == 0 {
+                    node.barrier(7, 2)
+                } else {
+                    node.barrier_all_nodes(8)
+                };
+                assert_eq!(done, WaitResult::BarrierDone, "{proto}");
+                assert_eq!(
+                    load_u64(mem, page + 8 * (1 - me)),
+                    round,
+                    "{proto}: node {me}, round {round}"
+                );
+                assert_eq!(node.barrier(7, 2), WaitResult::BarrierDone, "{proto}");
+            }
+            // Node 1 arrives with another count while node 0 waits: refused, not counted.
+            if me == 0 {
+                assert_eq!(node.barrier(9, 2), WaitResult::BarrierDone, "{proto}");
+            } else {
+                let deadline = Instant::now() + ACCESS;
+                while hb.arrivals(9) != Some((2, 1)) {
+                    assert!(Instant::now() < deadline, "node 0 never arrived");
+                    std::thread::yield_now();
+                }
+                assert_eq!(
+                    node.barrier(9, 3),
+                    WaitResult::BarrierMismatch {
+                        expected: 2,
+                        got: 3
+                    },
+                    "{proto}"
+                );
+                assert_eq!(node.barrier(9, 2), WaitResult::BarrierDone, "{proto}");
+            }
+        });
+        let sent: u64 = job.nodes.iter().map(|n| barrier_messages_sent(n)).sum();
+        if proto == "sc-sw" {
+            // Nothing to hand over at any barrier: all of them in shared memory.
+            assert_eq!(sent, 0, "{proto}: barrier messages");
+        } else {
+            // The writes before each first barrier of a round are flushed and announced by
+            // the message barrier.
+            assert!(sent > 0, "{proto}: no barrier message");
+        }
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 /// A frame from `from` to the tapped node, as `from`'s engine would send it.

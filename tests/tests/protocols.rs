@@ -490,3 +490,86 @@ mod scope {
         });
     }
 }
+
+/// Barrier messages (`barrier_arrive`, `barrier_release`, `barrier_round`) sent by all nodes,
+/// from the `SVM_STATS=json` objects on stderr.
+fn barrier_messages_sent(out: &Output, nodes: usize) -> u64 {
+    let objects: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.find("{\"node\":").map(|i| &l[i..]))
+        .collect();
+    assert_eq!(
+        objects.len(),
+        nodes,
+        "one statistics object per node\n{out}"
+    );
+    objects
+        .iter()
+        .map(|obj| {
+            ["barrier_arrive", "barrier_release", "barrier_round"]
+                .iter()
+                .filter_map(|m| json_object(obj, m).and_then(|o| json_u64(o, "sent")))
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Over DECK-SCI (every node on this host) barriers go through shared memory: under `sc-sw`,
+/// which has nothing to hand over at a barrier, not one barrier message is sent; with
+/// `SVM_HOST_BARRIER=0` every barrier is messages again. Under `scope` the episodes after
+/// writes carry write notices, so they go through the message barrier as well (and the
+/// verified result shows nobody missed a notice).
+#[test]
+fn barriers_over_deck_go_through_shared_memory_when_nothing_is_handed_over() {
+    const NODES: usize = 4;
+    let syncbench = example_path("syncbench");
+    let syncbench = syncbench.to_str().expect("UTF-8 path");
+    for (host_barrier, messages) in [("1", false), ("0", true)] {
+        let _serial = serial();
+        let out = run_svmrun_env(
+            &[
+                "-n",
+                "4",
+                "--transport",
+                "deck",
+                syncbench,
+                "barrier",
+                "200",
+            ],
+            &[("SVM_STATS", "json"), ("SVM_HOST_BARRIER", host_barrier)],
+            DEADLINE,
+        );
+        out.assert_success();
+        only_line(&out, &["barrier_us=", "OK"]);
+        let sent = barrier_messages_sent(&out, NODES);
+        assert_eq!(
+            sent > 0,
+            messages,
+            "SVM_HOST_BARRIER={host_barrier}: {sent} barrier messages\n{out}"
+        );
+    }
+    let jacobi = example_path("jacobi");
+    let jacobi = jacobi.to_str().expect("UTF-8 path");
+    let _serial = serial();
+    let out = run_svmrun_env(
+        &[
+            "-n",
+            "4",
+            "--transport",
+            "deck",
+            "--protocol",
+            "scope",
+            jacobi,
+            "128",
+            "10",
+            "--verify",
+        ],
+        &[("SVM_STATS", "json")],
+        DEADLINE,
+    );
+    out.assert_success();
+    let line = only_line(&out, &["checksum="]);
+    assert_eq!(line.split_whitespace().last(), Some("OK"), "{out}");
+    assert!(barrier_messages_sent(&out, NODES) > 0, "{out}");
+}

@@ -404,7 +404,71 @@ impl Node {
 
     /// Waits at barrier `id` until `count` threads (over all nodes) have arrived.
     pub fn barrier(&self, id: u64, count: u32) -> WaitResult {
+        if let Some(r) = self.host_barrier_wait(id, count) {
+            return r;
+        }
         self.barrier_of(id, Some(count))
+    }
+
+    /// Uses `hb` for this node's barriers from now on: every node of the job runs on this
+    /// host and maps the same slots (DECK-SCI). Every node of the job must call it, before
+    /// its first barrier, or none. A second call is ignored.
+    pub fn use_host_barrier(&self, hb: svm_comm::deck::sci::HostBarrier) {
+        let _ = self.host_barrier.set(hb);
+    }
+
+    /// The shared-memory barrier (`use_host_barrier`): Some(result) when the barrier is done
+    /// with, None when the caller must go through the message barrier — no slot for `id`, or
+    /// some arrival of the episode had what only the message barrier carries: write notices
+    /// or flushes to wait for (a protocol that is not quiescent), or, at the global barrier,
+    /// lock and semaphore notices to collect. Then every participant goes through the message
+    /// barrier after this one, so all make the same choice.
+    fn host_barrier_wait(&self, id: u64, count: u32) -> Option<WaitResult> {
+        use svm_comm::deck::sci::Arrival;
+        let hb = self.host_barrier.get()?;
+        let t0 = Instant::now();
+        let p0 = if crate::profile::on() { now_ns() } else { 0 };
+        let mut slow = self.proto_dirty.load(Ordering::SeqCst);
+        if !slow && id == GLOBAL_BARRIER {
+            let st = self.lock_state();
+            slow = st.sync.lock_notice_count() > 0 || st.sems.notice_count() > 0;
+        }
+        let deadline = t0 + self.cfg.timeout;
+        let got = hb.wait(id, count, slow, Duration::from_millis(100), || {
+            Instant::now() < deadline
+        });
+        match got {
+            Arrival::Done { slow: false } => {
+                self.lock_state()
+                    .counters
+                    .barrier_wait_ns
+                    .record(t0.elapsed().as_nanos() as u64);
+                if p0 != 0 {
+                    crate::profile::barrier_passed(id, p0);
+                }
+                Some(WaitResult::BarrierDone)
+            }
+            Arrival::Done { slow: true } | Arrival::NoSlot => None,
+            Arrival::Mismatch { expected } => Some(WaitResult::BarrierMismatch {
+                expected,
+                got: count,
+            }),
+            Arrival::Abandoned => {
+                let st = self.lock_state();
+                let state = match hb.arrivals(id) {
+                    Some((count, arrived)) => format!("{arrived} of {count} arrived"),
+                    None => "no slot".into(),
+                };
+                let err = EngineError::Timeout {
+                    after: self.cfg.timeout,
+                    what: format!(
+                        "{} in shared memory ({state})",
+                        crate::sync::BarrierName(id)
+                    ),
+                };
+                self.fail(Some(&st), err)
+            }
+        }
     }
 
     /// Barrier `id` of every node of the job, exactly one thread of each (the global barrier,
@@ -417,6 +481,24 @@ impl Node {
     /// barrier with its manager. The choice depends on the job's node count only, so every
     /// node makes the same one.
     pub fn barrier_all_nodes(&self, id: u64) -> WaitResult {
+        if self.host_barrier.get().is_some() {
+            if !self
+                .host_barrier_busy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id)
+            {
+                return WaitResult::BarrierBusy;
+            }
+            let r = self.host_barrier_wait(id, self.nodes as u32);
+            self.host_barrier_busy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            if let Some(r) = r {
+                return r;
+            }
+        }
         if self.nodes as usize <= DISSEMINATION_MAX_NODES {
             self.barrier_of(id, None)
         } else {

@@ -56,6 +56,11 @@ impl SemState {
         });
     }
 
+    /// Notices kept at the semaphores this node manages.
+    pub fn notice_count(&self) -> usize {
+        self.managed.values().map(|s| s.notices.len()).sum()
+    }
+
     /// Drops notices kept at managed semaphores (at a global barrier, like lock notices).
     pub fn clear_notices(&mut self) {
         for s in self.managed.values_mut() {

@@ -20,6 +20,8 @@
 
 mod shm;
 pub use shm::inherited_listener;
+mod host_barrier;
+pub use host_barrier::{Arrival, HostBarrier};
 mod outbox;
 mod poll;
 pub(crate) use poll::poll_readable;
@@ -950,6 +952,24 @@ impl Pair {
 /// (each `send` is one message: the concatenation of its parts), and offers a message-oriented
 /// blocking receive ([`DeckLink::recv_msg`]) that waits in the calling thread.
 pub struct DeckLink(Arc<Pair>);
+
+/// The shared-memory barrier slots of a job whose nodes are all on this host (`links` from
+/// [`establish`], every peer present): in node 0's segment, which every node maps.
+pub fn host_barrier(me: NodeId, links: &[Option<DeckLink>]) -> Option<HostBarrier> {
+    if links
+        .iter()
+        .enumerate()
+        .any(|(i, l)| i != me as usize && l.is_none())
+    {
+        return None;
+    }
+    let seg = if me == 0 {
+        links.iter().flatten().next()?.0.hub.mine.clone()
+    } else {
+        links.first()?.as_ref()?.0.theirs.clone()
+    };
+    Some(HostBarrier::new(seg))
+}
 
 impl DeckLink {
     pub fn peer(&self) -> NodeId {
