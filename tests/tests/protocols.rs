@@ -337,17 +337,7 @@ fn soak(fault: &str, transport: &str) {
         "a node's resident memory grew by {growth} KiB over the second half of the run (bound {SOAK_RSS_GROWTH_KIB} KiB)\n{out}"
     );
 
-    // Every node's statistics, one JSON object per node on stderr.
-    let objects: Vec<&str> = out
-        .stderr
-        .lines()
-        .filter_map(|l| l.find("{\"node\":").map(|i| &l[i..]))
-        .collect();
-    assert_eq!(
-        objects.len(),
-        SOAK_NODES,
-        "expected one JSON statistics object per node on stderr\n{out}"
-    );
+    let objects = stats_objects(&out, SOAK_NODES);
     for obj in objects {
         assert!(obj.contains("\"protocol\":\"scope\""), "{obj}\n{out}");
         let notices =
@@ -491,9 +481,8 @@ mod scope {
     }
 }
 
-/// Barrier messages (`barrier_arrive`, `barrier_release`, `barrier_round`) sent by all nodes,
-/// from the `SVM_STATS=json` objects on stderr.
-fn barrier_messages_sent(out: &Output, nodes: usize) -> u64 {
+/// Every node's statistics (`SVM_STATS=json`): one JSON object per node on stderr.
+fn stats_objects(out: &Output, nodes: usize) -> Vec<&str> {
     let objects: Vec<&str> = out
         .stderr
         .lines()
@@ -502,9 +491,15 @@ fn barrier_messages_sent(out: &Output, nodes: usize) -> u64 {
     assert_eq!(
         objects.len(),
         nodes,
-        "one statistics object per node\n{out}"
+        "expected one JSON statistics object per node on stderr\n{out}"
     );
     objects
+}
+
+/// Barrier messages (`barrier_arrive`, `barrier_release`, `barrier_round`) sent by all nodes,
+/// from the `SVM_STATS=json` objects on stderr.
+fn barrier_messages_sent(out: &Output, nodes: usize) -> u64 {
+    stats_objects(out, nodes)
         .iter()
         .map(|obj| {
             ["barrier_arrive", "barrier_release", "barrier_round"]

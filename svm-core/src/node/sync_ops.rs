@@ -439,13 +439,7 @@ impl Node {
         });
         match got {
             Arrival::Done { slow: false } => {
-                self.lock_state()
-                    .counters
-                    .barrier_wait_ns
-                    .record(t0.elapsed().as_nanos() as u64);
-                if p0 != 0 {
-                    crate::profile::barrier_passed(id, p0);
-                }
+                self.barrier_passed(id, t0, p0);
                 Some(WaitResult::BarrierDone)
             }
             Arrival::Done { slow: true } | Arrival::NoSlot => None,
@@ -511,6 +505,13 @@ impl Node {
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
         let op = SyncOp::Barrier { id, count };
         let r = self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
+        self.barrier_passed(id, t0, p0);
+        r
+    }
+
+    /// Records a barrier wait that began at `t0` (and at `p0` on the profile's clock, 0 when
+    /// not profiling) in the statistics and the profile.
+    fn barrier_passed(&self, id: u64, t0: Instant, p0: u64) {
         self.lock_state()
             .counters
             .barrier_wait_ns
@@ -518,6 +519,5 @@ impl Node {
         if p0 != 0 {
             crate::profile::barrier_passed(id, p0);
         }
-        r
     }
 }
