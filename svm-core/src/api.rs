@@ -280,6 +280,7 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
     };
     let backing = match kind {
         FaultKind::Uffd => Backing::Anonymous,
+        FaultKind::Segv if sys::forced_access_works() => Backing::AnonymousForced,
         FaultKind::Segv => Backing::MemfdWithAlias,
     };
     let mut window = Window::map(cfg.space_base, cfg.space_size, backing).map_err(sys_err)?;

@@ -369,7 +369,13 @@ impl FaultBackend for MemBackend {
         Ok(true)
     }
 
-    fn read(&self, addr: usize, dst: &mut [u8], present: bool, initial: Option<&[u8]>) {
+    fn read(
+        &self,
+        addr: usize,
+        dst: &mut [u8],
+        present: bool,
+        initial: Option<&[u8]>,
+    ) -> Result<(), SysError> {
         let base = self.page_base(addr);
         let t = self.table();
         match t.pages.get(&base).and_then(|p| p.data.as_ref()) {
@@ -382,6 +388,7 @@ impl FaultBackend for MemBackend {
                 }
             }
         }
+        Ok(())
     }
 
     fn patch(
@@ -495,7 +502,7 @@ mod tests {
                 .expect("revoke");
             assert_eq!(present, kept);
             let mut page = vec![0u8; P];
-            m.read(0, &mut page, present, None);
+            m.read(0, &mut page, present, None).expect("in-memory read");
             assert_eq!(page[8], if kept { 5 } else { 0 });
         }
     }
@@ -516,7 +523,7 @@ mod tests {
         m.drop_range(0, P).expect("drop");
         assert_eq!(m.access_of(0), Access::None);
         let mut dst = vec![1u8; 4];
-        m.read(0, &mut dst, false, None);
+        m.read(0, &mut dst, false, None).expect("in-memory read");
         assert_eq!(dst, vec![0; 4], "a page without contents reads as zeros");
     }
 }

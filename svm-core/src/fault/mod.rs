@@ -15,9 +15,10 @@ use crate::Access;
 /// (fault-around): a run that starts where an earlier one ended means a thread is walking the
 /// memory in order and will write every page of the new run too. Such runs are worth backing
 /// with real memory at once (one call for the run instead of one kernel fault per page when
-/// each page is first written; the userfaultfd backend does so, with `UFFDIO_COPY` — on the
-/// segv backend's memfd the page allocation itself, not the trap, is the cost, and
-/// `MADV_POPULATE_WRITE` measured no gain); any other run stays lazily allocated, so a program that
+/// each page is first written; the userfaultfd backend does so with `UFFDIO_COPY`, the segv
+/// backend on anonymous memory with `MADV_POPULATE_WRITE` — on a memfd the page allocation
+/// itself, not the trap, is the cost, and populating measured no gain); any other run stays
+/// lazily allocated, so a program that
 /// touches a large allocation sparsely keeps its memory use to the pages it writes (plus at
 /// most one run ahead per walking thread).
 #[derive(Debug, Default)]
@@ -107,7 +108,13 @@ pub trait FaultBackend: Send + Sync {
         present: bool,
     ) -> Result<bool, SysError>;
     /// Copies the page's local contents into `dst` (if not present: `initial`, else zeros).
-    fn read(&self, addr: usize, dst: &mut [u8], present: bool, initial: Option<&[u8]>);
+    fn read(
+        &self,
+        addr: usize,
+        dst: &mut [u8],
+        present: bool,
+        initial: Option<&[u8]>,
+    ) -> Result<(), SysError>;
     /// Writes `runs` (byte offset, bytes) into a page's local contents without changing its
     /// protection (a diff applied at a home). Returns false if the page has no local contents
     /// the backend can patch (the engine then keeps the patched contents itself).

@@ -1,10 +1,12 @@
-//! SIGSEGV backend: per-page `mprotect` on a memfd mapping; the runtime reads and installs
-//! contents through an always-writable alias of the same memfd, so installing data never races
-//! with the application and never needs a RW→fill→RO sequence.
+//! SIGSEGV backend: per-page `mprotect` on the window; the runtime reads and installs contents
+//! without going through the application's protection — through `/proc/self/mem` on private
+//! anonymous memory where the kernel allows forced access (first touch then costs what an
+//! anonymous page costs), else through an always-writable alias of a memfd — so installing data
+//! never races with the application and never needs a RW→fill→RO sequence.
 
 use std::os::fd::RawFd;
 
-use super::{Fault, FaultBackend, WaiterRef};
+use super::{Fault, FaultBackend, SequentialFill, WaiterRef};
 use crate::sys::segv as sig;
 use crate::sys::{EventFd, SysError, Window};
 use crate::Access;
@@ -13,6 +15,7 @@ pub struct SegvBackend {
     window: Window,
     event: EventFd,
     page_size: usize,
+    fill: SequentialFill,
 }
 
 impl SegvBackend {
@@ -23,6 +26,7 @@ impl SegvBackend {
             window,
             event,
             page_size,
+            fill: SequentialFill::default(),
         })
     }
 }
@@ -57,12 +61,23 @@ impl FaultBackend for SegvBackend {
         len: usize,
         old: Access,
         new: Access,
-        _present: bool,
-        _initial: Option<&[u8]>,
+        present: bool,
+        initial: Option<&[u8]>,
     ) -> Result<bool, SysError> {
-        // The memfd already holds every page's contents (zeros, or a static segment's data).
+        // The window already holds every page's contents (zeros, or a static segment's data).
         if old != new {
             self.window.protect(addr, len, new)?;
+        }
+        if self.window.is_forced()
+            && new == Access::Write
+            && !present
+            && initial.is_none()
+            && len > self.page_size
+            && self.fill.continues(addr, len, self.page_size)
+        {
+            // A sequential first-touch fill of anonymous memory: real zeroed pages now, one
+            // call for the run instead of a kernel fault per page when each is first written.
+            self.window.populate_write(addr, len)?;
         }
         Ok(true)
     }
@@ -74,7 +89,7 @@ impl FaultBackend for SegvBackend {
         access: Access,
         _present: bool,
     ) -> Result<bool, SysError> {
-        self.window.write_alias(addr, data);
+        self.window.write_forced(addr, data)?;
         self.window.protect(addr, data.len(), access)?;
         Ok(true)
     }
@@ -92,15 +107,21 @@ impl FaultBackend for SegvBackend {
         _present: bool,
         runs: &[(usize, &[u8])],
     ) -> Result<bool, SysError> {
-        // The alias is always writable, whatever the application's protection.
+        // Forced writes (alias or /proc/self/mem) ignore the application's protection.
         for (off, bytes) in runs {
-            self.window.write_alias(addr + off, bytes);
+            self.window.write_forced(addr + off, bytes)?;
         }
         Ok(true)
     }
 
-    fn read(&self, addr: usize, dst: &mut [u8], _present: bool, _initial: Option<&[u8]>) {
-        self.window.read(addr, dst);
+    fn read(
+        &self,
+        addr: usize,
+        dst: &mut [u8],
+        _present: bool,
+        _initial: Option<&[u8]>,
+    ) -> Result<(), SysError> {
+        self.window.read(addr, dst)
     }
 
     fn wake(&self, _addr: usize, _len: usize, waiter: WaiterRef) -> Result<(), SysError> {

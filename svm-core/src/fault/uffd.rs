@@ -149,7 +149,7 @@ impl FaultBackend for UffdBackend {
             self.uffd.write_protect(addr, len, true)?;
         }
         let mut page = vec![0u8; len];
-        self.window.read(addr, &mut page);
+        self.window.read(addr, &mut page)?;
         for (off, bytes) in runs {
             page[*off..off + bytes.len()].copy_from_slice(bytes);
         }
@@ -164,14 +164,21 @@ impl FaultBackend for UffdBackend {
         self.window.discard(addr, len)
     }
 
-    fn read(&self, addr: usize, dst: &mut [u8], present: bool, initial: Option<&[u8]>) {
+    fn read(
+        &self,
+        addr: usize,
+        dst: &mut [u8],
+        present: bool,
+        initial: Option<&[u8]>,
+    ) -> Result<(), SysError> {
         if present {
-            self.window.read(addr, dst);
+            return self.window.read(addr, dst);
         } else if let Some(init) = initial {
             dst.copy_from_slice(&init[..dst.len()]);
         } else {
             dst.fill(0);
         }
+        Ok(())
     }
 
     fn wake(&self, addr: usize, len: usize, _waiter: WaiterRef) -> Result<(), SysError> {

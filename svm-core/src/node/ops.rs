@@ -132,7 +132,7 @@ impl Node {
         }
         if crate::profile::on() {
             let st = self.lock_state();
-            crate::profile::flush_writes(&mut |page, b| self.read_local(&st, page, b));
+            crate::profile::flush_writes(&mut |page, b| self.read_local_for_profile(&st, page, b));
         }
         self.backend.shutdown();
         match self.cfg.stats {

@@ -26,7 +26,11 @@ impl Node {
                     None => self.send(st, to, Msg::Proto { proto, msg }, &[])?,
                     Some(page) => {
                         let mut buf = std::mem::take(&mut st.page_buf);
-                        self.read_local(st, page, &mut buf);
+                        let read = self.read_local(st, page, &mut buf);
+                        if let Err(e) = read {
+                            st.page_buf = buf;
+                            return Err(e);
+                        }
                         st.counters.pages_served += 1;
                         let sent = self.send(st, to, Msg::Proto { proto, msg }, &buf);
                         st.page_buf = buf;
@@ -65,7 +69,7 @@ impl Node {
                     let old = st.pages.access(page);
                     if crate::profile::on() {
                         crate::profile::access_change(page, old, access, &mut |b| {
-                            self.read_local(st, page, b)
+                            self.read_local_for_profile(st, page, b)
                         });
                     }
                     let (present, initial) = self.materialize_source(st, page);
@@ -92,7 +96,7 @@ impl Node {
                     if crate::profile::on() {
                         let old = st.pages.access(page);
                         crate::profile::install(page, old, access, incoming, &mut |b| {
-                            self.read_local(st, page, b)
+                            self.read_local_for_profile(st, page, b)
                         });
                     }
                     let present = st.pages.get(page).is_some_and(|e| e.present);
@@ -126,7 +130,7 @@ impl Node {
                         )));
                     }
                     let mut twin = vec![0u8; ps];
-                    self.read_local(st, page, &mut twin);
+                    self.read_local(st, page, &mut twin)?;
                     st.twins.insert(page, twin);
                     st.counters.twins_made += 1;
                 }
@@ -140,7 +144,10 @@ impl Node {
                                 "diff of page {page}, which has no twin"
                             )));
                         };
-                        self.read_local(st, page, &mut cur);
+                        if let Err(e) = self.read_local(st, page, &mut cur) {
+                            st.page_buf = cur;
+                            return Err(e);
+                        }
                         let before = data.len();
                         crate::diff::encode(page, &twin, &cur, &mut data);
                         if crate::profile::on() {
@@ -180,14 +187,29 @@ impl Node {
     }
 
     /// Copies the local contents of `page` (present, held by the engine, or initial/zeros).
-    pub(super) fn read_local(&self, st: &EngineState, page: PageId, dst: &mut [u8]) {
+    pub(super) fn read_local(
+        &self,
+        st: &EngineState,
+        page: PageId,
+        dst: &mut [u8],
+    ) -> Result<(), EngineError> {
         if let Some(sh) = st.shadows.get(&page) {
             dst.copy_from_slice(sh);
-            return;
+            return Ok(());
         }
         let (present, initial) = self.materialize_source(st, page);
         self.backend
-            .read(self.space.page_addr(page), dst, present, initial);
+            .read(self.space.page_addr(page), dst, present, initial)
+            .map_err(EngineError::system(|| format!("reading page {page}")))
+    }
+
+    /// [`Node::read_local`] for the profiler's snapshots, which cannot fail the engine: a page
+    /// that cannot be read is recorded as zeros (the profile's written-bytes count of that
+    /// page is then off; the run is not).
+    pub(super) fn read_local_for_profile(&self, st: &EngineState, page: PageId, dst: &mut [u8]) {
+        if self.read_local(st, page, dst).is_err() {
+            dst.fill(0);
+        }
     }
 
     /// Applies a diff message to local contents without changing protections: in place where
@@ -228,7 +250,7 @@ impl Node {
             if !in_place {
                 if !st.shadows.contains_key(&page) {
                     let mut sh = vec![0u8; ps];
-                    self.read_local(st, page, &mut sh);
+                    self.read_local(st, page, &mut sh)?;
                     st.shadows.insert(page, sh);
                 }
                 let sh = st.shadows.get_mut(&page).expect("inserted above");

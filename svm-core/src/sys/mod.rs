@@ -9,6 +9,7 @@ pub mod segv;
 pub mod uffd;
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
 
 use nix::sys::mman::{mmap, mmap_anonymous, mprotect, munmap, MapFlags, ProtFlags};
@@ -95,6 +96,8 @@ struct Mapping {
 pub struct Window {
     maps: Vec<Mapping>,
     backing: Backing,
+    /// `/proc/self/mem` ([`Backing::AnonymousForced`]).
+    proc_mem: Option<std::fs::File>,
 }
 
 // SAFETY: the raw pointers only name mappings owned by this value; all access goes through
@@ -111,6 +114,50 @@ pub enum Backing {
     /// A memfd mapped twice: PROT_NONE at the window (protection per page) and read-write
     /// elsewhere (the alias).
     MemfdWithAlias,
+    /// Private anonymous memory, PROT_NONE at the window (protection per page); the runtime
+    /// reads and writes page contents through `/proc/self/mem`, whose accesses are not bound
+    /// by the mapping's protection (the kernel's forced access, as a debugger's). A page the
+    /// application touches first is an ordinary anonymous page (the cost of `calloc`'s first
+    /// touch), where a memfd page costs about twice as much to allocate (segv backend, when
+    /// [`forced_access_works`]).
+    AnonymousForced,
+}
+
+/// Whether this process can write memory it has mapped PROT_NONE through `/proc/self/mem`
+/// (not where `/proc` is missing or the kernel forbids forced access,
+/// `proc_mem.force_override=never`): tried on a scratch page.
+pub fn forced_access_works() -> bool {
+    let ps = os_page_size();
+    let Ok(len) = nz(ps) else {
+        return false;
+    };
+    // SAFETY: a fresh private mapping at a kernel-chosen address, unmapped below.
+    let Ok(p) = (unsafe {
+        mmap_anonymous(
+            None,
+            len,
+            ProtFlags::PROT_NONE,
+            MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+        )
+    }) else {
+        return false;
+    };
+    let probe = open_proc_mem().is_ok_and(|f| {
+        let addr = p.as_ptr() as u64;
+        let wrote = f.write_all_at(&[0x5a], addr).is_ok();
+        let mut back = [0u8; 1];
+        wrote && f.read_exact_at(&mut back, addr).is_ok() && back[0] == 0x5a
+    });
+    // SAFETY: the scratch mapping made above, used by nothing else.
+    let _ = unsafe { munmap(p, ps) };
+    probe
+}
+
+fn open_proc_mem() -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/proc/self/mem")
 }
 
 fn nz(len: usize) -> Result<std::num::NonZeroUsize, SysError> {
@@ -165,8 +212,33 @@ impl Window {
         let mut w = Window {
             maps: Vec::new(),
             backing,
+            proc_mem: None,
         };
         match backing {
+            Backing::AnonymousForced => {
+                w.proc_mem = Some(open_proc_mem().map_err(|e| SysError::Call {
+                    call: "open(/proc/self/mem)",
+                    errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                })?);
+                // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the kernel
+                // fails with EEXIST instead. The new mapping is owned by the returned Window.
+                let p = unsafe {
+                    mmap_anonymous(
+                        addr,
+                        len,
+                        ProtFlags::PROT_NONE,
+                        fixed | MapFlags::MAP_PRIVATE,
+                    )
+                }
+                .map_err(taken)?;
+                w.maps.push(Mapping {
+                    base: p.as_ptr() as usize,
+                    size,
+                    alias: None,
+                    memfd: None,
+                    unmap_base: true,
+                });
+            }
             Backing::Anonymous => {
                 // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the kernel
                 // fails with EEXIST instead. The new mapping is owned by the returned Window.
@@ -277,6 +349,42 @@ impl Window {
                     unmap_base: false,
                 });
             }
+            Backing::AnonymousForced => {
+                // SAFETY: as in the anonymous case: our own saved data pages are replaced.
+                unsafe {
+                    mmap_anonymous(
+                        addr,
+                        len,
+                        ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                        MapFlags::MAP_FIXED | MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+                    )
+                }
+                .map_err(call("mmap(static segment)"))?;
+                // The saved contents go back page by page, skipping zero pages (they stay
+                // unallocated until touched), before the range is closed to the application.
+                for (i, chunk) in saved.chunks(ps).enumerate() {
+                    if chunk.iter().any(|&b| b != 0) {
+                        // SAFETY: the fresh read-write mapping made just above covers it.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                chunk.as_ptr(),
+                                (base + i * ps) as *mut u8,
+                                chunk.len(),
+                            )
+                        };
+                    }
+                }
+                // SAFETY: our own mapping, made above.
+                unsafe { mprotect(ptr(base), size, ProtFlags::PROT_NONE) }
+                    .map_err(call("mprotect(static segment)"))?;
+                self.maps.push(Mapping {
+                    base,
+                    size,
+                    alias: None,
+                    memfd: None,
+                    unmap_base: false,
+                });
+            }
             Backing::MemfdWithAlias => {
                 let (fd, alias) = memfd_with_alias(c"svm-static", size)?;
                 // SAFETY: the alias is a fresh read-write mapping of `size` bytes.
@@ -375,23 +483,38 @@ impl Window {
     }
 
     /// Copies `dst.len()` bytes starting at `addr` into `dst`. With an alias the copy goes
-    /// through it (never faults); without one the caller guarantees the range is present and
-    /// readable in the application mapping.
-    pub fn read(&self, addr: usize, dst: &mut [u8]) {
+    /// through it, with forced access through `/proc/self/mem` (neither faults, whatever the
+    /// protection); otherwise the caller guarantees the range is present and readable in the
+    /// application mapping.
+    pub fn read(&self, addr: usize, dst: &mut [u8]) -> Result<(), SysError> {
         let m = self.check(addr, dst.len());
+        if let Some(f) = &self.proc_mem {
+            return f
+                .read_exact_at(dst, addr as u64)
+                .map_err(io_err("pread(/proc/self/mem)"));
+        }
         let src = Self::alias_addr(m, addr).unwrap_or(addr);
         // SAFETY: the range is inside a managed mapping (checked) and, per the caller's
         // contract, mapped readable (alias: always). Other threads may write concurrently only
         // where the coherence protocol allows races (then the bytes read are whatever was there).
-        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) }
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
     }
 
-    /// Writes `src` at `addr` through the alias (segv backend only).
-    pub fn write_alias(&self, addr: usize, src: &[u8]) {
+    /// Writes `src` at `addr` whatever the application mapping's protection: through the
+    /// alias or `/proc/self/mem` (segv backend only).
+    pub fn write_forced(&self, addr: usize, src: &[u8]) -> Result<(), SysError> {
         let m = self.check(addr, src.len());
-        let dst = Self::alias_addr(m, addr).expect("write_alias needs the memfd backing");
+        if let Some(f) = &self.proc_mem {
+            return f
+                .write_all_at(src, addr as u64)
+                .map_err(io_err("pwrite(/proc/self/mem)"));
+        }
+        let dst =
+            Self::alias_addr(m, addr).expect("write_forced needs the memfd or forced backing");
         // SAFETY: the alias is always mapped read-write and the range is inside it (checked).
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) }
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+        Ok(())
     }
 
     /// Writes `src` at `addr` directly in the application mapping; the caller guarantees the
@@ -402,14 +525,36 @@ impl Window {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut u8, src.len()) }
     }
 
-    /// Frees the memory behind a range of the memfd (segv backend), keeping it mapped: it will
-    /// read as zeros.
+    /// Whether page contents are read and written through `/proc/self/mem`
+    /// ([`Backing::AnonymousForced`]).
+    pub fn is_forced(&self) -> bool {
+        self.proc_mem.is_some()
+    }
+
+    /// Backs a writable range of the application mapping with real zeroed pages at once
+    /// (`MADV_POPULATE_WRITE`), so the application's first writes take no fault (anonymous
+    /// backings; a sequential first-touch fill).
+    pub fn populate_write(&self, addr: usize, len: usize) -> Result<(), SysError> {
+        self.check(addr, len);
+        // SAFETY: advice on a range of our own mapping (checked), which the caller made
+        // writable: the kernel allocates zeroed pages for the holes and changes no contents.
+        let r = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+        if r != 0 {
+            return Err(SysError::Call {
+                call: "madvise(MADV_POPULATE_WRITE)",
+                errno: nix::errno::Errno::last(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Frees the memory behind a range (segv backend), keeping it mapped: it will read as
+    /// zeros. A memfd gets a hole punched; anonymous memory is discarded.
     pub fn punch_hole(&self, addr: usize, len: usize) -> Result<(), SysError> {
         let m = self.check(addr, len);
-        let fd = m
-            .memfd
-            .as_ref()
-            .expect("punch_hole needs the memfd backing");
+        let Some(fd) = m.memfd.as_ref() else {
+            return self.discard(addr, len);
+        };
         nix::fcntl::fallocate(
             fd.as_raw_fd(),
             nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE
@@ -418,6 +563,14 @@ impl Window {
             len as i64,
         )
         .map_err(call("fallocate(PUNCH_HOLE)"))
+    }
+}
+
+/// Maps an I/O error of a system call to a [`SysError`].
+fn io_err(call: &'static str) -> impl Fn(std::io::Error) -> SysError {
+    move |e| SysError::Call {
+        call,
+        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
     }
 }
 
@@ -771,5 +924,97 @@ mod errno_tests {
         }
         .to_string();
         assert!(e.contains("SVM_FAULT=segv"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    /// Fixed test addresses, one per use, far below where the kernel places mappings (top
+    /// down from the end of the user address space) and below the default window.
+    const TEST_RANGES: usize = 0x5f00_0000_0000;
+
+    fn test_range(n: usize) -> usize {
+        TEST_RANGES + n * (1 << 30)
+    }
+
+    /// The segv backend's window, both backings: contents written and read whatever the
+    /// protection, seen by the application once readable, zeros after a hole is punched.
+    #[test]
+    fn segv_windows_install_and_drop_contents_behind_the_protection() {
+        let ps = os_page_size();
+        let mut backings = vec![Backing::MemfdWithAlias];
+        if forced_access_works() {
+            backings.push(Backing::AnonymousForced);
+        } else {
+            eprintln!("SKIPPED (forced access): /proc/self/mem refuses writes here");
+        }
+        for (i, backing) in backings.into_iter().enumerate() {
+            let base = test_range(i);
+            let w = Window::map(base, 4 * ps, backing).expect("window");
+            assert_eq!(w.is_forced(), backing == Backing::AnonymousForced);
+            let page = vec![0xabu8; ps];
+            // Written while the application may not even read the page.
+            w.write_forced(base + ps, &page).expect("forced write");
+            let mut back = vec![0u8; ps];
+            w.read(base + ps, &mut back).expect("forced read");
+            assert_eq!(back, page, "{backing:?}");
+            w.protect(base + ps, ps, Access::Read).expect("protect");
+            assert_eq!(
+                app_load::<u8>((base, 4 * ps), base + ps + 17),
+                0xab,
+                "{backing:?}"
+            );
+            w.protect(base + ps, ps, Access::None).expect("protect");
+            w.punch_hole(base + ps, ps).expect("drop");
+            w.read(base + ps, &mut back).expect("read");
+            assert!(
+                back.iter().all(|&b| b == 0),
+                "{backing:?}: contents survived the drop"
+            );
+            // A fill made writable in one go is backed at once and reads as zeros.
+            w.protect(base, 4 * ps, Access::Write).expect("protect");
+            if w.is_forced() {
+                w.populate_write(base, 4 * ps).expect("populate");
+            }
+            assert_eq!(
+                app_load::<u64>((base, 4 * ps), base + 3 * ps),
+                0,
+                "{backing:?}"
+            );
+        }
+    }
+
+    /// A static segment taken over by the forced backing keeps its contents (behind PROT_NONE).
+    #[test]
+    fn a_static_segment_taken_over_keeps_its_contents() {
+        if !forced_access_works() {
+            eprintln!("SKIPPED: /proc/self/mem refuses writes here");
+            return;
+        }
+        let ps = os_page_size();
+        let base = test_range(2);
+        let w_base = test_range(3);
+        let mut w = Window::map(w_base, 4 * ps, Backing::AnonymousForced).expect("window");
+        // The "program's data": 3 pages, the middle one zero.
+        // SAFETY: a fresh read-write mapping at the free range found above.
+        let data = unsafe {
+            mmap_anonymous(
+                std::num::NonZeroUsize::new(base),
+                nz(3 * ps).unwrap(),
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_FIXED_NOREPLACE,
+            )
+        }
+        .expect("data mapping");
+        assert_eq!(data.as_ptr() as usize, base);
+        app_store::<u8>((base, 3 * ps), base + 5, 7);
+        app_store::<u8>((base, 3 * ps), base + 2 * ps + 9, 9);
+        let saved = w.take_over_static(base, 3 * ps).expect("take over");
+        assert_eq!((saved[5], saved[2 * ps + 9]), (7, 9));
+        let mut back = vec![1u8; 3 * ps];
+        w.read(base, &mut back).expect("read");
+        assert_eq!(back, saved);
     }
 }
