@@ -15,11 +15,20 @@ use svm_tests::{example_path, free_port, run_svmrun, run_svmrun_env, serial, wor
 /// svmrun gets one more).
 const LOSS_NOTICED_WITHIN: Duration = Duration::from_secs(3);
 
-fn node_killed(fault: &str) {
+fn node_killed(fault: &str, transport: &str) {
     let _serial = serial();
     let sleeper = example_path("sleeper");
     let mut job = Job::start(
-        &["-n", "2", "--fault", fault, sleeper.to_str().unwrap(), "60"],
+        &[
+            "-n",
+            "2",
+            "--fault",
+            fault,
+            "--transport",
+            transport,
+            sleeper.to_str().unwrap(),
+            "60",
+        ],
         &[],
     );
     let Some(line) = job.wait_for_line(Duration::from_secs(30), |l| l.contains("rank=1 pid="))
@@ -61,12 +70,19 @@ fn node_killed(fault: &str) {
 
 #[test]
 fn killed_node_fails_the_job_quickly_uffd() {
-    node_killed("uffd");
+    node_killed("uffd", "tcp");
 }
 
 #[test]
 fn killed_node_fails_the_job_quickly_segv() {
-    node_killed("segv");
+    node_killed("segv", "tcp");
+}
+
+/// Over DECK-SCI the survivor waits in the shared-memory barrier, where no message can tell
+/// it anything: its engine must still notice the dead peer and end the job as quickly.
+#[test]
+fn killed_node_fails_the_job_quickly_in_a_shared_memory_barrier() {
+    node_killed("uffd", "deck");
 }
 
 /// A node that dies while it holds a lock's token, with another node waiting for the token:
