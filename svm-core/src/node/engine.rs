@@ -6,18 +6,12 @@ use super::*;
 /// Non-blocking polls after activity before the engine sleeps in epoll, unless `SVM_SPIN`
 /// says otherwise. Every empty poll yields the CPU, so a spinning engine gives way to the
 /// threads that have work; what it saves is the wake-up from epoll, which on a loaded host
-/// costs up to a scheduler slice (fault service p90 ~1.2 ms at 64 polls in jacobi at 2 nodes).
-/// Measured on this 2-core host (commit message): SPLASH-2 p=2 geometric mean ratio ~12 at 64
-/// polls, ~9 at 2048, ~16–21 at 0; jacobi 1024²×100 at 4 and 8 nodes 0.29 → 0.24 s and
-/// 0.33 → 0.22 s against no spinning, so it pays also when nodes outnumber the CPUs.
+/// costs up to a scheduler slice. Measurements: docs/configuration.md and the commit message.
 pub(super) const DEFAULT_SPIN_POLLS: u32 = 2048;
 
-/// The same for a job of one node: no peer can send anything, the engine waits only for this
-/// node's own faults, and a spinning engine keeps the process's memory map active on a second
-/// CPU, so every page-table change (a first write to a zero page, a protection change) costs
-/// an inter-processor TLB flush. SPLASH-2 at p=1, two alternating runs each: radix 1.37 / 1.61
-/// × pthread at 64 polls, 4.45 / 1.43 at 2048, 2.50 / 1.36 at 0; radiosity 1.24 / 1.17 at 64,
-/// 1.32 / 1.32 at 2048.
+/// The same for a job of one node: no peer can send anything, and an engine spinning on a
+/// second CPU turns every page-table change of the application (a first write to a zero page)
+/// into an inter-processor TLB flush.
 pub(super) const DEFAULT_SPIN_POLLS_ALONE: u32 = 64;
 
 impl Node {
