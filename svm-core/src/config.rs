@@ -44,8 +44,9 @@ pub struct Config {
     /// `SVM_PAGE_SIZE`: coherence unit, a multiple of the OS page (default 4096).
     pub page_size: usize,
     /// `SVM_SPIN`: non-blocking polls the engine thread makes after activity before it sleeps
-    /// (0 = always sleep). Unset: 2048 in a job of several nodes, whatever their number, 64 in
-    /// a job of one (every empty poll yields the CPU; see `node::engine::DEFAULT_SPIN_POLLS`).
+    /// (0 = always sleep). Unset: 64 in a job of one node, 2048 while the job has no more nodes
+    /// than this host has CPUs, else 0 (every empty poll yields the CPU; see
+    /// `node::engine::default_spin_polls`).
     pub spin_polls: Option<u32>,
     /// `SVM_PREFETCH`: read-ahead of `sc-sw` — pages the home grants unasked behind a
     /// sequential read stream (default 8; 0 = off).
