@@ -584,6 +584,15 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
         )
     }
 
+    /// The elements in place, as cells: read with `get`, write with `set`, no copy. Faults
+    /// on pages this node does not hold are served as for any access. Like `Cell`, the view
+    /// stays on this thread; threads or nodes must synchronise (locks, barriers) before reading
+    /// what others write, as with every accessor. Reads are not volatile: a loop waiting for
+    /// another node to change an element must use [`SharedSlice::get`].
+    pub fn cells(&self) -> &[std::cell::Cell<T>] {
+        sys::app_cells(self.bounds(), self.addr, self.len)
+    }
+
     /// A sub-slice `[start, start+len)`.
     pub fn slice(&self, start: usize, len: usize) -> SharedSlice<T> {
         assert!(

@@ -27,6 +27,7 @@
 
 mod common;
 
+use std::cell::Cell;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -108,15 +109,23 @@ fn parse_args() -> Result<Option<Args>, String> {
 }
 
 /// One relaxation step of an interior row: `out[j]` is the mean of the four neighbours of
-/// `cur[j]`; the boundary columns are copied. Both the distributed and the sequential run use
-/// this function, so they perform the same operations in the same order.
-fn relax_row(prev: &[f64], cur: &[f64], next: &[f64], out: &mut [f64]) {
+/// `cur[j]`; the boundary columns are copied. Both the distributed run (on shared memory in
+/// place) and the sequential run (on private memory) use this function, so they perform the
+/// same operations in the same order.
+fn relax_row(prev: &[Cell<f64>], cur: &[Cell<f64>], next: &[Cell<f64>], out: &[Cell<f64>]) {
     let n = cur.len();
-    out[0] = cur[0];
-    out[n - 1] = cur[n - 1];
+    let (prev, next, out) = (&prev[..n], &next[..n], &out[..n]);
+    out[0].set(cur[0].get());
+    out[n - 1].set(cur[n - 1].get());
     for j in 1..n - 1 {
-        out[j] = 0.25 * (((prev[j] + next[j]) + cur[j - 1]) + cur[j + 1]);
+        out[j]
+            .set(0.25 * (((prev[j].get() + next[j].get()) + cur[j - 1].get()) + cur[j + 1].get()));
     }
+}
+
+/// `cells` of private memory, for [`relax_row`].
+fn as_cells(v: &mut [f64]) -> &[Cell<f64>] {
+    Cell::from_mut(v).as_slice_of_cells()
 }
 
 /// The rows of node `k` of `nodes`: `[k*n/nodes, (k+1)*n/nodes)`.
@@ -155,6 +164,12 @@ impl Grid {
         (k, (row - self.first[k]) * self.n)
     }
 
+    /// Row `row` in place in shared memory.
+    fn row(&self, row: usize) -> &[Cell<f64>] {
+        let (k, off) = self.locate(row);
+        &self.blocks[k].cells()[off..off + self.n]
+    }
+
     fn read_row(&self, row: usize, dst: &mut [f64]) {
         let (k, off) = self.locate(row);
         self.blocks[k].read_into(off, dst);
@@ -166,22 +181,11 @@ impl Grid {
     }
 }
 
-/// Relaxes `rows` (interior rows only) from `old` into `new`.
-fn step_shared(old: &Grid, new: &Grid, rows: std::ops::Range<usize>, bufs: &mut [Vec<f64>; 4]) {
+/// Relaxes `rows` (interior rows only) from `old` into `new`, in place in shared memory.
+fn step_shared(old: &Grid, new: &Grid, rows: std::ops::Range<usize>) {
     let rows = rows.start.max(1)..rows.end.min(old.n - 1);
-    if rows.is_empty() {
-        return;
-    }
-    let [prev, cur, next, out] = bufs;
-    old.read_row(rows.start - 1, prev);
-    old.read_row(rows.start, cur);
     for r in rows {
-        old.read_row(r + 1, next);
-        relax_row(prev, cur, next, out);
-        new.write_row(r, out);
-        // prev <- cur <- next; next is overwritten on the next row.
-        std::mem::swap(prev, cur);
-        std::mem::swap(cur, next);
+        relax_row(old.row(r - 1), old.row(r), old.row(r + 1), new.row(r));
     }
 }
 
@@ -190,16 +194,15 @@ fn sequential(n: usize, iters: usize) -> Vec<f64> {
     let mut old = vec![0.0f64; n * n];
     old[..n].fill(TOP);
     let mut new = old.clone();
-    let mut out = vec![0.0f64; n];
     for _ in 0..iters {
+        let (o, w) = (as_cells(&mut old), as_cells(&mut new));
         for r in 1..n - 1 {
             relax_row(
-                &old[(r - 1) * n..r * n],
-                &old[r * n..(r + 1) * n],
-                &old[(r + 1) * n..(r + 2) * n],
-                &mut out,
+                &o[(r - 1) * n..r * n],
+                &o[r * n..(r + 1) * n],
+                &o[(r + 1) * n..(r + 2) * n],
+                &w[r * n..(r + 1) * n],
             );
-            new[r * n..(r + 1) * n].copy_from_slice(&out);
         }
         std::mem::swap(&mut old, &mut new);
     }
@@ -236,7 +239,6 @@ fn threaded(n: usize, iters: usize, t: usize) -> Result<(Vec<f64>, f64), String>
                         old[..n].fill(TOP);
                     }
                     let mut new = old.clone();
-                    let mut out = vec![0.0f64; n];
                     let inner = rows.start.max(1)..rows.end.min(n - 1);
                     let publish = |grid: &[f64], parity: usize| {
                         let first = grid[(rows.start - lo) * n..(rows.start - lo + 1) * n].to_vec();
@@ -247,15 +249,15 @@ fn threaded(n: usize, iters: usize, t: usize) -> Result<(Vec<f64>, f64), String>
                         *t0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
                     }
                     for it in 0..iters {
+                        let (o, w) = (as_cells(&mut old), as_cells(&mut new));
                         for r in inner.clone() {
                             let l = r - lo;
                             relax_row(
-                                &old[(l - 1) * n..l * n],
-                                &old[l * n..(l + 1) * n],
-                                &old[(l + 1) * n..(l + 2) * n],
-                                &mut out,
+                                &o[(l - 1) * n..l * n],
+                                &o[l * n..(l + 1) * n],
+                                &o[(l + 1) * n..(l + 2) * n],
+                                &w[l * n..(l + 1) * n],
                             );
-                            new[l * n..(l + 1) * n].copy_from_slice(&out);
                         }
                         let parity = it % 2;
                         publish(&new, parity);
@@ -328,17 +330,11 @@ fn run(args: &Args) -> Result<Outcome, BoxError> {
         new.write_row(0, &top);
     }
     let mine = block(me, nodes, n);
-    let mut bufs = [
-        vec![0.0f64; n],
-        vec![0.0f64; n],
-        vec![0.0f64; n],
-        vec![0.0f64; n],
-    ];
 
     svm::barrier()?;
     let t0 = Instant::now();
     for _ in 0..args.iters {
-        step_shared(&old, &new, mine.clone(), &mut bufs);
+        step_shared(&old, &new, mine.clone());
         svm::barrier()?;
         std::mem::swap(&mut old, &mut new);
     }

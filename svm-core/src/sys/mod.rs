@@ -625,6 +625,34 @@ pub fn app_store<T: Copy>(window: (usize, usize), addr: usize, v: T) {
     unsafe { std::ptr::write_volatile(addr as *mut T, v) }
 }
 
+/// The `len` elements of type `T` at window address `addr` as cells the application reads and
+/// writes in place (may fault; the fault is served by the runtime). Panics if the range is
+/// outside the shared window or misaligned.
+pub fn app_cells<'a, T: bytemuck::Pod>(
+    window: (usize, usize),
+    addr: usize,
+    len: usize,
+) -> &'a [std::cell::Cell<T>] {
+    let bytes = len
+        .checked_mul(std::mem::size_of::<T>())
+        .expect("shared range length overflows");
+    assert!(
+        addr >= window.0 && addr.saturating_add(bytes) <= window.0 + window.1,
+        "range {addr:#x}+{bytes} outside the shared window"
+    );
+    assert!(
+        addr.is_multiple_of(std::mem::align_of::<T>()),
+        "misaligned shared access at {addr:#x}"
+    );
+    // SAFETY: the range is inside the shared window (checked), aligned (checked), and the
+    // window stays mapped for the life of the process (the runtime that owns it is a static
+    // that is never dropped); the page-fault path makes every page accessible on access. Any
+    // bit pattern is a valid `T` (`Pod`). `Cell` allows mutation through shared references on
+    // this thread and is not `Sync`, so the reference cannot cross threads; threads or nodes
+    // writing the same elements without synchronisation race exactly as with `app_copy_in`.
+    unsafe { std::slice::from_raw_parts(addr as *const std::cell::Cell<T>, len) }
+}
+
 /// Bulk copy out of the shared window (application access; may fault).
 pub fn app_copy_out<T: Copy>(window: (usize, usize), addr: usize, dst: &mut [T]) {
     let bytes = std::mem::size_of_val(dst);
@@ -984,6 +1012,31 @@ mod window_tests {
                 "{backing:?}"
             );
         }
+    }
+
+    /// Cells over the window read and write the memory itself; a range past the end or a
+    /// misaligned start is refused.
+    #[test]
+    fn cells_are_the_window_in_place_and_stay_inside_it() {
+        let ps = os_page_size();
+        let base = test_range(7);
+        let w = Window::map(base, 2 * ps, Backing::MemfdWithAlias).expect("window");
+        w.protect(base, 2 * ps, Access::Write).expect("protect");
+        let window = (base, 2 * ps);
+        let cells = app_cells::<u64>(window, base + ps - 8, 2);
+        cells[0].set(7);
+        cells[1].set(9);
+        assert_eq!(app_load::<u64>(window, base + ps - 8), 7);
+        assert_eq!(app_load::<u64>(window, base + ps), 9);
+        app_store::<u64>(window, base + ps, 11);
+        assert_eq!(cells[1].get(), 11);
+        assert_eq!(app_cells::<u64>(window, base, 2 * ps / 8).len(), 2 * ps / 8);
+        let past_end = std::panic::catch_unwind(|| app_cells::<u64>(window, base + ps, ps / 8 + 1));
+        assert!(past_end.is_err(), "a range past the window was accepted");
+        let misaligned = std::panic::catch_unwind(|| app_cells::<u64>(window, base + 4, 1));
+        assert!(misaligned.is_err(), "a misaligned range was accepted");
+        let overflow = std::panic::catch_unwind(|| app_cells::<u64>(window, base, usize::MAX / 4));
+        assert!(overflow.is_err(), "an overflowing length was accepted");
     }
 
     /// A static segment taken over by the forced backing keeps its contents (behind PROT_NONE).
