@@ -163,3 +163,43 @@ fn a_homes_write_faults_in_order_make_the_following_tracked_pages_writable_and_w
         assert_eq!(made_writable(&fault(&mut p, 1, 25, Access::Write)), [25]);
     }
 }
+
+#[test]
+fn a_homes_first_touch_makes_the_untouched_home_pages_around_it_writable() {
+    let range = |r: std::ops::Range<PageId>| r.collect::<Vec<_>>();
+    for mode in [Mode::Eager, Mode::Notices] {
+        let mut p = HomeMw::new(mode);
+        p.fault_around = svm_core::protocol::FaultAround::new(64);
+        assert_eq!(
+            made_writable(&fault(&mut p, 1, 13, Access::Read)),
+            range(8..16)
+        );
+        assert!(
+            !p.dirty_home.contains(&13),
+            "{mode:?}: a read is not a write"
+        );
+        // Sequential: the window doubles.
+        assert_eq!(
+            made_writable(&fault(&mut p, 1, 16, Access::Write)),
+            range(16..32)
+        );
+        assert!(
+            p.dirty_home.contains(&16),
+            "{mode:?}: the faulting write is tracked"
+        );
+        // Out of order: the window starts over; a page another node fetched is not fresh,
+        // and the run ends in front of it.
+        msg(&mut p, 1, 0, ProtoMsg::ReadReq { page: 45 });
+        assert_eq!(
+            made_writable(&fault(&mut p, 1, 42, Access::Write)),
+            range(40..45)
+        );
+        // The run ends at the last page homed here (99).
+        assert_eq!(
+            made_writable(&fault(&mut p, 1, 97, Access::Write)),
+            range(96..100)
+        );
+        // A page made writable by a run faults no more.
+        assert!(fault(&mut p, 1, 20, Access::Write).is_empty());
+    }
+}
