@@ -22,6 +22,7 @@
 
 mod common;
 
+use std::cell::Cell;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -74,15 +75,23 @@ fn parse_args() -> Result<Option<Args>, String> {
 }
 
 /// Updates the cells of colour `color` (0 red, 1 black) of interior row `r` in place; returns
-/// the largest change.
-fn relax_row(r: usize, color: usize, prev: &[f64], cur: &mut [f64], next: &[f64]) -> f64 {
+/// the largest change. The distributed run calls it on the shared grid in place, the
+/// sequential run on private memory.
+fn relax_row(
+    r: usize,
+    color: usize,
+    prev: &[Cell<f64>],
+    cur: &[Cell<f64>],
+    next: &[Cell<f64>],
+) -> f64 {
     let n = cur.len();
+    let (prev, next) = (&prev[..n], &next[..n]);
     let mut err = 0.0f64;
     let mut j = 1 + (r + 1 + color) % 2;
     while j < n - 1 {
-        let v = 0.25 * (((prev[j] + next[j]) + cur[j - 1]) + cur[j + 1]);
-        err = err.max((v - cur[j]).abs());
-        cur[j] = v;
+        let v = 0.25 * (((prev[j].get() + next[j].get()) + cur[j - 1].get()) + cur[j + 1].get());
+        err = err.max((v - cur[j].get()).abs());
+        cur[j].set(v);
         j += 2;
     }
     err
@@ -104,10 +113,10 @@ fn sequential(a: &Args) {
     loop {
         let mut err = 0.0f64;
         for color in 0..2 {
+            let cells = Cell::from_mut(&mut g[..]).as_slice_of_cells();
             for r in 1..n - 1 {
-                let (above, rest) = g.split_at_mut(r * n);
-                let (cur, below) = rest.split_at_mut(n);
-                err = err.max(relax_row(r, color, &above[(r - 1) * n..], cur, &below[..n]));
+                let row = |r: usize| &cells[r * n..(r + 1) * n];
+                err = err.max(relax_row(r, color, row(r - 1), row(r), row(r + 1)));
             }
         }
         iters += 1;
@@ -152,6 +161,11 @@ impl Grid {
         let k = self.first.partition_point(|&f| f <= row) - 1;
         (k, (row - self.first[k]) * self.n)
     }
+    /// Row `row` in place in shared memory.
+    fn row(&self, row: usize) -> &[Cell<f64>] {
+        let (k, off) = self.locate(row);
+        &self.blocks[k].cells()[off..off + self.n]
+    }
     fn read_row(&self, row: usize, dst: &mut [f64]) {
         let (k, off) = self.locate(row);
         self.blocks[k].read_into(off, dst);
@@ -162,23 +176,12 @@ impl Grid {
     }
 }
 
-/// One colour over this node's interior rows; returns the largest change.
-fn sweep(g: &Grid, rows: &std::ops::Range<usize>, color: usize, bufs: &mut [Vec<f64>; 3]) -> f64 {
+/// One colour over this node's interior rows, in place; returns the largest change.
+fn sweep(g: &Grid, rows: &std::ops::Range<usize>, color: usize) -> f64 {
     let rows = rows.start.max(1)..rows.end.min(g.n - 1);
-    if rows.is_empty() {
-        return 0.0;
-    }
-    let [prev, cur, next] = bufs;
     let mut err = 0.0f64;
-    g.read_row(rows.start - 1, prev);
-    g.read_row(rows.start, cur);
     for r in rows {
-        g.read_row(r + 1, next);
-        err = err.max(relax_row(r, color, prev, cur, next));
-        g.write_row(r, cur);
-        // The other colour of row r is unchanged, so the updated row serves as `prev`.
-        std::mem::swap(prev, cur);
-        std::mem::swap(cur, next);
+        err = err.max(relax_row(r, color, g.row(r - 1), g.row(r), g.row(r + 1)));
     }
     err
 }
@@ -199,15 +202,14 @@ fn distributed(a: &Args) -> Result<(), BoxError> {
     for r in mine.clone() {
         g.write_row(r, &initial_row(r, n));
     }
-    let mut bufs = [vec![0.0; n], vec![0.0; n], vec![0.0; n]];
     let mut all = vec![0.0f64; nodes];
     svm::barrier()?;
     let t0 = Instant::now();
     let mut iters = 0;
     loop {
-        let e0 = sweep(&g, &mine, 0, &mut bufs);
+        let e0 = sweep(&g, &mine, 0);
         svm::barrier()?;
-        let e1 = sweep(&g, &mine, 1, &mut bufs);
+        let e1 = sweep(&g, &mine, 1);
         errs.set(me, e0.max(e1));
         svm::barrier()?;
         errs.read_into(0, &mut all);

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use svm_tests::{example_path, run_example, serial, word_value, Job, Output};
+use svm_tests::{example_path, run_example, run_example_with, serial, word_value, Job, Output};
 
 const COUNTER_ITERS: u64 = 200;
 const LITMUS_ROUNDS: u64 = 200;
@@ -143,6 +143,42 @@ cases!(jacobi {
     jacobi_4_nodes_segv => (4, "segv", 128, 10),
     jacobi_512_4_nodes_uffd => (4, "uffd", 512, 20),
     jacobi_512_3_nodes_segv => (3, "segv", 512, 20),
+});
+
+// ---------------------------------------------------------------------------------------------
+// laplace: red-black Gauss-Seidel in place on the shared grid
+
+/// The distributed run gives the sequential run's checksum and iteration count, bit for bit.
+fn laplace(nodes: usize, fault: &str, protocol: &str) {
+    let args = ["48", "1e-3"];
+    let seq = Job::start_program(&example_path("laplace"), &[args[0], args[1], "--seq"], &[])
+        .wait(Duration::from_secs(60))
+        .unwrap_or_else(|t| panic!("{t}"));
+    seq.assert_success();
+    let reference = only_line(&seq, &["checksum=", "iters="]);
+    let n = nodes.to_string();
+    let out = run_example_with(
+        &["-n", &n, "--fault", fault, "--protocol", protocol],
+        "laplace",
+        &args,
+        Duration::from_secs(120),
+    );
+    out.assert_success();
+    let line = only_line(&out, &["checksum=", "iters="]);
+    for word in ["checksum", "iters"] {
+        assert_eq!(
+            word_value(line, word),
+            word_value(reference, word),
+            "{word} differs from the sequential run ({reference})\n{out}"
+        );
+    }
+}
+
+cases!(laplace {
+    laplace_2_nodes_uffd_sc_sw => (2, "uffd", "sc-sw"),
+    laplace_3_nodes_segv_sc_sw => (3, "segv", "sc-sw"),
+    laplace_2_nodes_segv_scope => (2, "segv", "scope"),
+    laplace_3_nodes_uffd_sc_mw => (3, "uffd", "sc-mw"),
 });
 
 // ---------------------------------------------------------------------------------------------
