@@ -597,7 +597,7 @@ impl Drop for Window {
 
 /// Volatile load of a `T` at window address `addr` by the application (may fault; the fault is
 /// served by the runtime). Panics if the range is outside the shared window.
-pub fn app_load<T: Copy>(window: (usize, usize), addr: usize) -> T {
+pub(crate) fn app_load<T: Copy>(window: (usize, usize), addr: usize) -> T {
     assert!(
         addr >= window.0 && addr + std::mem::size_of::<T>() <= window.0 + window.1,
         "address {addr:#x} outside the shared window"
@@ -612,7 +612,7 @@ pub fn app_load<T: Copy>(window: (usize, usize), addr: usize) -> T {
 }
 
 /// Volatile store of a `T` at window address `addr` by the application.
-pub fn app_store<T: Copy>(window: (usize, usize), addr: usize, v: T) {
+pub(crate) fn app_store<T: Copy>(window: (usize, usize), addr: usize, v: T) {
     assert!(
         addr >= window.0 && addr + std::mem::size_of::<T>() <= window.0 + window.1,
         "address {addr:#x} outside the shared window"
@@ -628,7 +628,7 @@ pub fn app_store<T: Copy>(window: (usize, usize), addr: usize, v: T) {
 /// The `len` elements of type `T` at window address `addr` as cells the application reads and
 /// writes in place (may fault; the fault is served by the runtime). Panics if the range is
 /// outside the shared window or misaligned.
-pub fn app_cells<'a, T: bytemuck::Pod>(
+pub(crate) fn app_cells<'a, T: bytemuck::Pod>(
     window: (usize, usize),
     addr: usize,
     len: usize,
@@ -654,7 +654,7 @@ pub fn app_cells<'a, T: bytemuck::Pod>(
 }
 
 /// Bulk copy out of the shared window (application access; may fault).
-pub fn app_copy_out<T: Copy>(window: (usize, usize), addr: usize, dst: &mut [T]) {
+pub(crate) fn app_copy_out<T: Copy>(window: (usize, usize), addr: usize, dst: &mut [T]) {
     let bytes = std::mem::size_of_val(dst);
     assert!(
         addr >= window.0 && addr + bytes <= window.0 + window.1,
@@ -666,7 +666,7 @@ pub fn app_copy_out<T: Copy>(window: (usize, usize), addr: usize, dst: &mut [T])
 }
 
 /// Bulk copy into the shared window (application access; may fault).
-pub fn app_copy_in<T: Copy>(window: (usize, usize), addr: usize, src: &[T]) {
+pub(crate) fn app_copy_in<T: Copy>(window: (usize, usize), addr: usize, src: &[T]) {
     let bytes = std::mem::size_of_val(src);
     assert!(
         addr >= window.0 && addr + bytes <= window.0 + window.1,
