@@ -595,32 +595,36 @@ impl Drop for Window {
     }
 }
 
-/// Volatile load of a `T` at window address `addr` by the application (may fault; the fault is
-/// served by the runtime). Panics if the range is outside the shared window.
-pub(crate) fn app_load<T: Copy>(window: (usize, usize), addr: usize) -> T {
+/// Checks an application access to `len` elements of type `T` at window address `addr`: the
+/// whole range inside `window` (start, bytes) and `addr` aligned for `T`. Panics otherwise —
+/// the shared accessors below dereference the range on the strength of this check.
+fn check_app_range<T>(window: (usize, usize), addr: usize, len: usize) {
+    let bytes = len
+        .checked_mul(std::mem::size_of::<T>())
+        .expect("shared range length overflows");
     assert!(
-        addr >= window.0 && addr + std::mem::size_of::<T>() <= window.0 + window.1,
-        "address {addr:#x} outside the shared window"
+        addr >= window.0 && addr.saturating_add(bytes) <= window.0 + window.1,
+        "range {addr:#x}+{bytes} outside the shared window"
     );
     assert!(
         addr.is_multiple_of(std::mem::align_of::<T>()),
         "misaligned shared access at {addr:#x}"
     );
-    // SAFETY: the address is inside the shared window (checked), aligned (checked), and the
-    // window stays mapped for the life of the process; the page-fault path makes it accessible.
+}
+
+/// Volatile load of a `T` at window address `addr` by the application (may fault; the fault is
+/// served by the runtime). Panics if the range is outside the shared window or misaligned.
+pub(crate) fn app_load<T: Copy>(window: (usize, usize), addr: usize) -> T {
+    check_app_range::<T>(window, addr, 1);
+    // SAFETY: the address is inside the shared window and aligned (checked), and the window
+    // stays mapped for the life of the process (the runtime that owns it is a static that is
+    // never dropped); the page-fault path makes it accessible.
     unsafe { std::ptr::read_volatile(addr as *const T) }
 }
 
 /// Volatile store of a `T` at window address `addr` by the application.
 pub(crate) fn app_store<T: Copy>(window: (usize, usize), addr: usize, v: T) {
-    assert!(
-        addr >= window.0 && addr + std::mem::size_of::<T>() <= window.0 + window.1,
-        "address {addr:#x} outside the shared window"
-    );
-    assert!(
-        addr.is_multiple_of(std::mem::align_of::<T>()),
-        "misaligned shared access at {addr:#x}"
-    );
+    check_app_range::<T>(window, addr, 1);
     // SAFETY: as in app_load.
     unsafe { std::ptr::write_volatile(addr as *mut T, v) }
 }
@@ -633,45 +637,25 @@ pub(crate) fn app_cells<'a, T: bytemuck::Pod>(
     addr: usize,
     len: usize,
 ) -> &'a [std::cell::Cell<T>] {
-    let bytes = len
-        .checked_mul(std::mem::size_of::<T>())
-        .expect("shared range length overflows");
-    assert!(
-        addr >= window.0 && addr.saturating_add(bytes) <= window.0 + window.1,
-        "range {addr:#x}+{bytes} outside the shared window"
-    );
-    assert!(
-        addr.is_multiple_of(std::mem::align_of::<T>()),
-        "misaligned shared access at {addr:#x}"
-    );
-    // SAFETY: the range is inside the shared window (checked), aligned (checked), and the
-    // window stays mapped for the life of the process (the runtime that owns it is a static
-    // that is never dropped); the page-fault path makes every page accessible on access. Any
-    // bit pattern is a valid `T` (`Pod`). `Cell` allows mutation through shared references on
-    // this thread and is not `Sync`, so the reference cannot cross threads; threads or nodes
-    // writing the same elements without synchronisation race exactly as with `app_copy_in`.
+    check_app_range::<T>(window, addr, len);
+    // SAFETY: as in app_load, for the whole range; any bit pattern is a valid `T` (`Pod`).
+    // `Cell` allows mutation through shared references on this thread and is not `Sync`, so
+    // the reference cannot cross threads; threads or nodes writing the same elements without
+    // synchronisation race exactly as with `app_copy_in`.
     unsafe { std::slice::from_raw_parts(addr as *const std::cell::Cell<T>, len) }
 }
 
 /// Bulk copy out of the shared window (application access; may fault).
 pub(crate) fn app_copy_out<T: Copy>(window: (usize, usize), addr: usize, dst: &mut [T]) {
-    let bytes = std::mem::size_of_val(dst);
-    assert!(
-        addr >= window.0 && addr + bytes <= window.0 + window.1,
-        "range {addr:#x}+{bytes} outside the shared window"
-    );
-    // SAFETY: the source range is inside the mapped window (checked) and does not overlap the
-    // private destination slice.
+    check_app_range::<T>(window, addr, dst.len());
+    // SAFETY: the source range is inside the mapped window and aligned (checked), and does not
+    // overlap the private destination slice.
     unsafe { std::ptr::copy_nonoverlapping(addr as *const T, dst.as_mut_ptr(), dst.len()) }
 }
 
 /// Bulk copy into the shared window (application access; may fault).
 pub(crate) fn app_copy_in<T: Copy>(window: (usize, usize), addr: usize, src: &[T]) {
-    let bytes = std::mem::size_of_val(src);
-    assert!(
-        addr >= window.0 && addr + bytes <= window.0 + window.1,
-        "range {addr:#x}+{bytes} outside the shared window"
-    );
+    check_app_range::<T>(window, addr, src.len());
     // SAFETY: as in app_copy_out, in the other direction.
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut T, src.len()) }
 }
