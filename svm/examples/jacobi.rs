@@ -26,12 +26,13 @@
 //! ```
 
 mod common;
+mod row_grid;
 
 use std::cell::Cell;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use svm::{Home, SharedSlice};
+use row_grid::{block, Grid};
 
 const USAGE: &str =
     "usage: jacobi [N] [ITERS] [--verify] [--seq] [--threads T]    (N×N grid, default N=1024 ITERS=100)";
@@ -128,62 +129,9 @@ fn as_cells(v: &mut [f64]) -> &[Cell<f64>] {
     Cell::from_mut(v).as_slice_of_cells()
 }
 
-/// The rows of node `k` of `nodes`: `[k*n/nodes, (k+1)*n/nodes)`.
-fn block(k: usize, nodes: usize, n: usize) -> std::ops::Range<usize> {
-    k * n / nodes..(k + 1) * n / nodes
-}
-
-/// An N×N grid stored as one shared allocation per row block, block k homed on node k.
-struct Grid {
-    n: usize,
-    /// `first[k]` = first row of block k; `first[nodes]` = n.
-    first: Vec<usize>,
-    blocks: Vec<SharedSlice<f64>>,
-}
-
-impl Grid {
-    /// Collective: every node calls it with the same arguments, in the same order.
-    fn alloc(n: usize, nodes: usize) -> Result<Grid, BoxError> {
-        let mut first = Vec::with_capacity(nodes + 1);
-        let mut blocks = Vec::with_capacity(nodes);
-        for k in 0..nodes {
-            let rows = block(k, nodes, n);
-            first.push(rows.start);
-            blocks.push(svm::alloc_collective_with::<f64>(
-                rows.len() * n,
-                Home::Node(k as u16),
-            )?);
-        }
-        first.push(n);
-        Ok(Grid { n, first, blocks })
-    }
-
-    /// (block, offset of the row's first element inside the block)
-    fn locate(&self, row: usize) -> (usize, usize) {
-        let k = self.first.partition_point(|&f| f <= row) - 1;
-        (k, (row - self.first[k]) * self.n)
-    }
-
-    /// Row `row` in place in shared memory.
-    fn row(&self, row: usize) -> &[Cell<f64>] {
-        let (k, off) = self.locate(row);
-        &self.blocks[k].cells()[off..off + self.n]
-    }
-
-    fn read_row(&self, row: usize, dst: &mut [f64]) {
-        let (k, off) = self.locate(row);
-        self.blocks[k].read_into(off, dst);
-    }
-
-    fn write_row(&self, row: usize, src: &[f64]) {
-        let (k, off) = self.locate(row);
-        self.blocks[k].write_from(off, src);
-    }
-}
-
 /// Relaxes `rows` (interior rows only) from `old` into `new`, in place in shared memory.
 fn step_shared(old: &Grid, new: &Grid, rows: std::ops::Range<usize>) {
-    let rows = rows.start.max(1)..rows.end.min(old.n - 1);
+    let rows = rows.start.max(1)..rows.end.min(old.n() - 1);
     for r in rows {
         relax_row(old.row(r - 1), old.row(r), old.row(r + 1), new.row(r));
     }

@@ -21,12 +21,13 @@
 //! ```
 
 mod common;
+mod row_grid;
 
 use std::cell::Cell;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use svm::{Home, SharedSlice};
+use row_grid::{block, Grid};
 
 const USAGE: &str = "usage: laplace [N] [TOL] [--seq]    (N×N grid, default N=600 TOL=1e-3)";
 /// Safety net: stop after this many iterations even if TOL is not reached (reported).
@@ -131,54 +132,9 @@ fn sequential(a: &Args) {
     );
 }
 
-/// The rows of node `k` of `nodes` (all N rows split; boundary rows belong to the first/last).
-fn block(k: usize, nodes: usize, n: usize) -> std::ops::Range<usize> {
-    k * n / nodes..(k + 1) * n / nodes
-}
-
-struct Grid {
-    n: usize,
-    first: Vec<usize>,
-    blocks: Vec<SharedSlice<f64>>,
-}
-
-impl Grid {
-    fn alloc(n: usize, nodes: usize) -> Result<Grid, BoxError> {
-        let mut first = Vec::new();
-        let mut blocks = Vec::new();
-        for k in 0..nodes {
-            let rows = block(k, nodes, n);
-            first.push(rows.start);
-            blocks.push(svm::alloc_collective_with::<f64>(
-                rows.len().max(1) * n,
-                Home::Node(k as u16),
-            )?);
-        }
-        first.push(n);
-        Ok(Grid { n, first, blocks })
-    }
-    fn locate(&self, row: usize) -> (usize, usize) {
-        let k = self.first.partition_point(|&f| f <= row) - 1;
-        (k, (row - self.first[k]) * self.n)
-    }
-    /// Row `row` in place in shared memory.
-    fn row(&self, row: usize) -> &[Cell<f64>] {
-        let (k, off) = self.locate(row);
-        &self.blocks[k].cells()[off..off + self.n]
-    }
-    fn read_row(&self, row: usize, dst: &mut [f64]) {
-        let (k, off) = self.locate(row);
-        self.blocks[k].read_into(off, dst);
-    }
-    fn write_row(&self, row: usize, src: &[f64]) {
-        let (k, off) = self.locate(row);
-        self.blocks[k].write_from(off, src);
-    }
-}
-
 /// One colour over this node's interior rows, in place; returns the largest change.
 fn sweep(g: &Grid, rows: &std::ops::Range<usize>, color: usize) -> f64 {
-    let rows = rows.start.max(1)..rows.end.min(g.n - 1);
+    let rows = rows.start.max(1)..rows.end.min(g.n() - 1);
     let mut err = 0.0f64;
     for r in rows {
         err = err.max(relax_row(r, color, g.row(r - 1), g.row(r), g.row(r + 1)));
