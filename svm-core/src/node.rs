@@ -239,13 +239,14 @@ struct EngineState {
     releases: FxHashMap<u64, ReleaseCont>,
     acquires: FxHashMap<u64, AcquireCont>,
     cells: FxHashMap<Waiter, Arc<WaitCell>>,
-    blocked: FxHashMap<Waiter, (Blocked, Instant)>,
+    /// What each blocked waiter waits for, and since when (ns, as `now`).
+    blocked: FxHashMap<Waiter, (Blocked, u64)>,
     goodbye_from: Vec<bool>,
     goodbye_sent: bool,
     /// A send to this peer failed because its connection is closed, at that time, with that
     /// error: fatal unless the peer's Goodbye (which may still be unread, queued before the
-    /// close) turns up within [`SEND_LOST_GRACE`].
-    send_lost: Vec<Option<(Instant, String)>>,
+    /// close) turns up within [`SEND_LOST_GRACE`]. Times are ns, as `now`.
+    send_lost: Vec<Option<(u64, String)>>,
     /// Peers whose link has a backlog the engine writes out when it becomes writable (their
     /// descriptor is watched for writability too).
     flushing: Vec<bool>,
@@ -253,8 +254,13 @@ struct EngineState {
     /// True while handling a message from another node (fault accounting: remote vs local).
     handling_remote: bool,
     /// Lock tokens lingering after a local release while a remote node waits: (when the
-    /// linger ends, lock).
-    lingers: Vec<(Instant, u64)>,
+    /// linger ends, in ns as `now`, lock).
+    lingers: Vec<(u64, u64)>,
+    /// The time of the step the engine is running, in ns of the monotonic clock (the clock of
+    /// `Fault::since_ns`). The engine's code reads no clock: the thread that takes the state
+    /// sets this (`Node::lock_state`), or the driver of a driven node passes it in
+    /// (`driven.rs`: a simulator's virtual time).
+    now: u64,
     /// The fast-path words of the locks whose token has been idle here (also in `Node::fast`).
     fast_locks: FxHashMap<u64, Arc<FastLock>>,
 }
@@ -344,12 +350,23 @@ pub struct Node {
     instance: u64,
     /// The error the engine stopped with, under [`FailureMode::Keep`].
     failure: Mutex<Option<EngineError>>,
+    /// Where the engine's time comes from.
+    clock: Clock,
+}
+
+/// Where a node's engine gets the time of a step (`EngineState::now`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    /// The monotonic clock, read whenever a thread takes the state (a running node).
+    Monotonic,
+    /// Given by the driver with every step (`Node::start_driven`).
+    Driven,
 }
 
 impl Node {
     /// Assembles a node from its parts and starts the engine thread.
     pub fn start(parts: NodeParts) -> Result<Arc<Node>, crate::sys::SysError> {
-        let node = Self::assemble(parts)?;
+        let node = Self::assemble(parts, Clock::Monotonic)?;
         let n2 = node.clone();
         let h = std::thread::Builder::new()
             .name(format!("svm-engine-{}", node.me))
@@ -378,8 +395,8 @@ impl Node {
     }
 
     /// A node made of `parts`, its engine not running yet (`start` runs it in a thread,
-    /// `start_driven` leaves it to a driver).
-    fn assemble(parts: NodeParts) -> Result<Arc<Node>, crate::sys::SysError> {
+    /// `start_driven` leaves it to a driver, which also gives it the time).
+    fn assemble(parts: NodeParts, clock: Clock) -> Result<Arc<Node>, crate::sys::SysError> {
         let NodeParts {
             cfg,
             me,
@@ -420,6 +437,11 @@ impl Node {
             finish_waiter: None,
             handling_remote: false,
             lingers: Vec::new(),
+            // A driven node's time starts where its driver's does.
+            now: match clock {
+                Clock::Monotonic => now_ns(),
+                Clock::Driven => 0,
+            },
             fast_locks: FxHashMap::default(),
         };
         let node = Arc::new(Node {
@@ -447,6 +469,7 @@ impl Node {
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),
             failure: Mutex::new(None),
+            clock,
         });
         crate::profile::start(crate::profile::Setup {
             profile: node.cfg.profile.as_deref(),
@@ -467,8 +490,15 @@ impl Node {
         Ok(node)
     }
 
+    /// Takes the engine's state; on a running node also sets the step's time
+    /// (`EngineState::now`) from the clock, so that whatever the engine does under this guard
+    /// sees one time that no code of the engine had to read.
     fn lock_state(&self) -> MutexGuard<'_, EngineState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if self.clock == Clock::Monotonic {
+            st.now = now_ns();
+        }
+        st
     }
 
     fn ctx(&self) -> Ctx<'_> {

@@ -8,8 +8,10 @@
 //!
 //! At every step a seeded RNG picks one enabled step: deliver the oldest frame in flight from
 //! one node to another (per-pair FIFO, as TCP and DECK-SCI keep), let a node's engine serve the
-//! faults its threads queued, end a node's lock lingers (time passing), or run one instruction
-//! of a runnable thread. A seed replays the same run.
+//! faults its threads queued, move time on to a node's next timer (its lock lingers end), or
+//! run one instruction of a runnable thread. Time is the simulator's: each step takes
+//! `STEP_NS` (1 µs), and the engines read no clock of their own, so a seed replays the same run,
+//! timers included.
 //!
 //! Threads take and release locks as application threads do: through the lock fast path
 //! when it applies, else through the engine.
@@ -122,7 +124,15 @@ pub struct EngineCluster {
     /// The node that crashed ([`Op::Crash`]).
     crashed: Option<NodeId>,
     choices: Vec<Choice>,
+    /// The simulated time (ns): `STEP_NS` per step, and a jump to a node's next timer when
+    /// its lingers end. The engines read no clock, so a seed replays timers too.
+    now: u64,
 }
+
+/// Simulated time at the start of a run (ns; any origin works, the engines only subtract).
+const START_NS: u64 = 1_000_000_000;
+/// Simulated time one step takes (ns).
+const STEP_NS: u64 = 1_000;
 
 fn engine_error(e: svm_core::node::EngineError) -> SimErrorKind {
     match e {
@@ -202,7 +212,7 @@ impl EngineCluster {
             nodes.push(node);
             mems.push(mem);
         }
-        Ok(EngineCluster {
+        let mut cluster = EngineCluster {
             rng: StdRng::seed_from_u64(cfg.seed),
             bufs: (0..n)
                 .map(|_| (0..n).map(|_| RecvBuf::new()).collect())
@@ -222,9 +232,12 @@ impl EngineCluster {
             peak_lock_notices: 0,
             links: (0..n).map(|_| vec![LinkState::Open; n as usize]).collect(),
             crashed: None,
+            now: 0,
             choices: Vec::new(),
             cfg,
-        })
+        };
+        cluster.set_time(START_NS);
+        Ok(cluster)
     }
 
     /// Program address of word `word` of page `page`.
@@ -312,6 +325,14 @@ impl EngineCluster {
         self.nodes[node as usize].stats()
     }
 
+    /// Moves the simulated time on to `now` (never back); faults queued from now on carry it.
+    fn set_time(&mut self, now: u64) {
+        self.now = self.now.max(now);
+        for m in &self.mems {
+            m.set_time(self.now);
+        }
+    }
+
     /// Runs until every thread has finished.
     pub fn run(&mut self) -> Result<u64, SimError> {
         match self.run_inner() {
@@ -338,6 +359,7 @@ impl EngineCluster {
                 return Err(SimErrorKind::Deadlock);
             }
             self.steps += 1;
+            self.set_time(self.now + STEP_NS);
             if self.steps > self.cfg.max_steps {
                 return Err(SimErrorKind::StepLimit(self.cfg.max_steps));
             }
@@ -350,7 +372,7 @@ impl EngineCluster {
                         )));
                     };
                     self.nodes[to as usize]
-                        .deliver(from, &frame)
+                        .deliver(self.now, from, &frame)
                         .map_err(engine_error)?;
                     let held: usize = self
                         .nodes
@@ -366,11 +388,17 @@ impl EngineCluster {
                         .map_err(engine_error)?;
                 }
                 Choice::Faults(n) => self.nodes[n as usize]
-                    .serve_faults()
+                    .serve_faults(self.now)
                     .map_err(engine_error)?,
-                Choice::Linger(n) => self.nodes[n as usize]
-                    .end_lingers_now()
-                    .map_err(engine_error)?,
+                Choice::Linger(n) => {
+                    // Time passes until the node's first linger ends.
+                    if let Some(due) = self.nodes[n as usize].poll_at() {
+                        self.set_time(due);
+                    }
+                    self.nodes[n as usize]
+                        .poll_timers(self.now)
+                        .map_err(engine_error)?
+                }
                 Choice::Thread(t) => self.step_thread(t)?,
             }
             if self.cfg.check_single_writer {
@@ -418,7 +446,7 @@ impl EngineCluster {
             if self.mems[to as usize].has_faults() {
                 self.choices.push(Choice::Faults(to));
             }
-            if self.nodes[to as usize].has_lingers() {
+            if self.nodes[to as usize].poll_at().is_some() {
                 self.choices.push(Choice::Linger(to));
             }
         }
@@ -577,7 +605,7 @@ impl EngineCluster {
         let t = &self.threads[tid];
         let node = t.node;
         match self.nodes[node as usize]
-            .begin(t.waiter, op)
+            .begin(self.now, t.waiter, op)
             .map_err(engine_error)?
         {
             None => {

@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,9 @@ struct Shared {
     changed: Condvar,
     /// Readable while faults wait for the engine.
     ready: EventFd,
+    /// The time faults are stamped with (`Fault::since_ns`) when a driver gives the time
+    /// ([`MemBackend::set_time`]); 0: the monotonic clock's.
+    time: AtomicU64,
 }
 
 /// The in-memory backend. Clones share one table: the node owns one (as its `FaultBackend`),
@@ -105,8 +109,15 @@ impl MemBackend {
                 table: Mutex::new(Table::default()),
                 changed: Condvar::new(),
                 ready: EventFd::new()?,
+                time: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// Stamps the faults queued from now on with `now` (ns, the time a driver gives the
+    /// engine: `Node::start_driven`) instead of the monotonic clock's time.
+    pub fn set_time(&self, now: u64) {
+        self.shared.time.store(now, Ordering::Relaxed);
     }
 
     fn table(&self) -> MutexGuard<'_, Table> {
@@ -285,7 +296,10 @@ impl MemBackend {
             addr,
             write,
             waiter: WaiterRef::Slot(slot),
-            since_ns: crate::sys::segv::now_ns(),
+            since_ns: match self.shared.time.load(Ordering::Relaxed) {
+                0 => crate::sys::segv::now_ns(),
+                driven => driven,
+            },
             tid: 0,
         });
         drop(t);

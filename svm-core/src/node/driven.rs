@@ -1,8 +1,13 @@
 //! Driving a node's engine without its thread: a deterministic simulator (or a test) hands it
-//! frames, has it serve the faults its backend queued, ends lock lingers when it decides time
-//! has passed, and starts application threads' synchronisation operations without blocking.
-//! These are the same calls the engine thread makes (`engine.rs`), so what is driven is the
-//! real engine: fault service, message dispatch, protocol actions, release/acquire fan-in.
+//! frames, has it serve the faults its backend queued, lets time pass for its timers (lock
+//! lingers, deadlines), and starts application threads' synchronisation operations without
+//! blocking. These are the same calls the engine thread makes (`engine.rs`), so what is driven
+//! is the real engine: fault service, message dispatch, protocol actions, release/acquire
+//! fan-in.
+//!
+//! The driver owns the time: every step takes `now` (ns, any origin, never going back), and
+//! the engine reads no clock of its own, so a seeded simulation replays exactly, timers
+//! included.
 
 use super::*;
 
@@ -27,9 +32,18 @@ impl Pending {
 
 impl Node {
     /// Assembles a node whose engine does not run by itself: the caller drives it with
-    /// [`Node::deliver`], [`Node::serve_faults`] and [`Node::end_lingers_now`].
+    /// [`Node::deliver`], [`Node::serve_faults`], [`Node::poll_timers`] and
+    /// [`Node::submit`], giving it the time of every step.
     pub fn start_driven(parts: NodeParts) -> Result<Arc<Node>, crate::sys::SysError> {
-        Self::assemble(parts)
+        Self::assemble(parts, Clock::Driven)
+    }
+
+    /// The state, at time `now` (a driven step; a time before the last step's counts as the
+    /// last step's, so the engine's time never goes back).
+    fn state_at(&self, now: u64) -> MutexGuard<'_, EngineState> {
+        let mut st = self.lock_state();
+        st.now = st.now.max(now);
+        st
     }
 
     /// A fresh waiter id for a driven application thread.
@@ -37,42 +51,46 @@ impl Node {
         self.next_waiter.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Handles one whole frame that node `from` sent.
-    pub fn deliver(&self, from: NodeId, frame: &[u8]) -> Result<(), EngineError> {
-        let mut st = self.lock_state();
+    /// Handles, at time `now`, one whole frame that node `from` sent.
+    pub fn deliver(&self, now: u64, from: NodeId, frame: &[u8]) -> Result<(), EngineError> {
+        let mut st = self.state_at(now);
         self.on_frame(&mut st, from, frame)?;
         self.drain_loopback(&mut st)
     }
 
-    /// Serves the faults the backend has queued.
-    pub fn serve_faults(&self) -> Result<(), EngineError> {
+    /// Serves, at time `now`, the faults the backend has queued.
+    pub fn serve_faults(&self, now: u64) -> Result<(), EngineError> {
         let mut faults = Vec::new();
         self.backend
             .take_faults(&mut faults)
             .map_err(EngineError::Faults)?;
-        let mut st = self.lock_state();
+        let mut st = self.state_at(now);
         for f in faults {
             self.on_fault(&mut st, f)?;
         }
         self.drain_loopback(&mut st)
     }
 
-    /// Whether some lock token lingers here after a local release.
-    pub fn has_lingers(&self) -> bool {
-        !self.lock_state().lingers.is_empty()
+    /// When the engine's next timer is due (ns, on the driver's clock): the earliest end of a
+    /// lock linger; None without one. The engine thread polls without sleeping until then;
+    /// a driver calls [`Node::poll_timers`] at that time.
+    pub fn poll_at(&self) -> Option<u64> {
+        self.lock_state().lingers.iter().map(|&(t, _)| t).min()
     }
 
-    /// Ends every lock linger now, whatever its time: the token moves on to the node waiting
-    /// for it.
-    pub fn end_lingers_now(&self) -> Result<(), EngineError> {
-        let mut st = self.lock_state();
-        self.end_lingers(&mut st, None)
+    /// Lets time pass to `now`: ends the lock lingers due by then (their tokens move on to
+    /// the nodes waiting for them) and checks the deadlines the engine thread checks (a send
+    /// to a closed peer without its Goodbye, a fault waiting past `SVM_TIMEOUT`).
+    pub fn poll_timers(&self, now: u64) -> Result<(), EngineError> {
+        let mut st = self.state_at(now);
+        self.end_lingers(&mut st)?;
+        self.check_deadlines(&st)
     }
 
-    /// Starts waiter `w`'s operation `op` as an application thread's call does: a lock or
-    /// unlock the fast path can do (`lockfast.rs`) ends at once (`Ok(None)`: granted or
-    /// released); anything else goes to the engine ([`Node::submit`]).
-    pub fn begin(&self, w: Waiter, op: SyncOp) -> Result<Option<Pending>, EngineError> {
+    /// Starts, at time `now`, waiter `w`'s operation `op` as an application thread's call
+    /// does: a lock or unlock the fast path can do (`lockfast.rs`) ends at once (`Ok(None)`:
+    /// granted or released); anything else goes to the engine ([`Node::submit`]).
+    pub fn begin(&self, now: u64, w: Waiter, op: SyncOp) -> Result<Option<Pending>, EngineError> {
         let fast = match op {
             SyncOp::Lock { id, .. } => self.fast_lock_as(w, id),
             SyncOp::Unlock(id) => self.fast_unlock_as(w, id),
@@ -81,7 +99,7 @@ impl Node {
         if fast {
             return Ok(None);
         }
-        self.submit(w, op).map(Some)
+        self.submit(now, w, op).map(Some)
     }
 
     /// Node `peer`'s connection closed and every frame it sent was delivered: an orderly end
@@ -105,10 +123,10 @@ impl Node {
             .unwrap_or_default()
     }
 
-    /// Starts waiter `w`'s synchronisation operation `op` in the engine; it completes now or
-    /// as messages arrive.
-    pub fn submit(&self, w: Waiter, op: SyncOp) -> Result<Pending, EngineError> {
-        let mut st = self.lock_state();
+    /// Starts, at time `now`, waiter `w`'s synchronisation operation `op` in the engine; it
+    /// completes now or as messages arrive.
+    pub fn submit(&self, now: u64, w: Waiter, op: SyncOp) -> Result<Pending, EngineError> {
+        let mut st = self.state_at(now);
         let cell = self.begin_op(&mut st, w, op.blocked(), |n, st, w| {
             n.run_sync_op(st, w, op)
         })?;

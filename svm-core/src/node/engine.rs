@@ -30,6 +30,10 @@ pub(super) fn default_spin_polls(nodes: usize, cpus: usize) -> u32 {
     }
 }
 
+/// How often (ns) the engine thread checks the deadlines of failed sends and waiting faults
+/// (`Node::check_deadlines`).
+const DEADLINE_CHECK_NS: u64 = 100_000_000;
+
 impl Node {
     // ----------------------------------------------------------------------------------------
     // The engine thread
@@ -50,7 +54,7 @@ impl Node {
             .cfg
             .spin_polls
             .unwrap_or_else(|| default_spin_polls(self.nodes as usize, cpus));
-        let mut last_check = Instant::now();
+        let mut last_check = now_ns();
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
             // follows within tens of microseconds), then sleep in epoll.
@@ -83,10 +87,15 @@ impl Node {
                 idle_polls = 0;
             }
             let mut st = self.lock_state();
-            for &key in &tokens {
+            for (i, &key) in tokens.iter().enumerate() {
                 let Some(token) = PollToken::of_key(key) else {
                     continue;
                 };
+                if i > 0 {
+                    // Each event is a step of its own: what it times (fault service) is
+                    // measured from its own start.
+                    st.now = now_ns();
+                }
                 match token {
                     PollToken::Faults => {
                         self.backend
@@ -151,34 +160,44 @@ impl Node {
                 }
                 self.drain_loopback(&mut st)?;
             }
-            if lingering {
-                self.end_lingers(&mut st, Some(Instant::now()))?;
-            }
-            if last_check.elapsed() >= Duration::from_millis(100) {
-                last_check = Instant::now();
-                let lost_send = st
-                    .send_lost
-                    .iter()
-                    .enumerate()
-                    .find_map(|(peer, l)| match l {
-                        Some((at, why))
-                            if !st.goodbye_from[peer] && at.elapsed() > SEND_LOST_GRACE =>
-                        {
-                            Some(why.clone())
-                        }
-                        _ => None,
-                    });
-                if let Some(why) = lost_send {
-                    return Err(EngineError::SendFailed(why));
+            if lingering || st.now.saturating_sub(last_check) >= DEADLINE_CHECK_NS {
+                st.now = now_ns();
+                if lingering {
+                    self.end_lingers(&mut st)?;
                 }
-                if let Some((_, w)) = st.pages.oldest_waiter() {
-                    let waited = Duration::from_nanos(now_ns().saturating_sub(w.since_ns));
-                    if waited > self.cfg.timeout {
-                        return Err(EngineError::FaultTimeout(self.cfg.timeout));
-                    }
+                if st.now.saturating_sub(last_check) >= DEADLINE_CHECK_NS {
+                    last_check = st.now;
+                    self.check_deadlines(&st)?;
                 }
             }
         }
+    }
+
+    /// Fails the engine if, by the step's time, a send to a peer failed longer ago than
+    /// [`SEND_LOST_GRACE`] without that peer's Goodbye, or a thread has waited for a page
+    /// longer than the job's deadline.
+    pub(super) fn check_deadlines(&self, st: &EngineState) -> Result<(), EngineError> {
+        let grace = SEND_LOST_GRACE.as_nanos() as u64;
+        let lost_send = st
+            .send_lost
+            .iter()
+            .enumerate()
+            .find_map(|(peer, l)| match l {
+                Some((at, why)) if !st.goodbye_from[peer] && st.now.saturating_sub(*at) > grace => {
+                    Some(why.clone())
+                }
+                _ => None,
+            });
+        if let Some(why) = lost_send {
+            return Err(EngineError::SendFailed(why));
+        }
+        if let Some((_, w)) = st.pages.oldest_waiter() {
+            let waited = Duration::from_nanos(st.now.saturating_sub(w.since_ns));
+            if waited > self.cfg.timeout {
+                return Err(EngineError::FaultTimeout(self.cfg.timeout));
+            }
+        }
+        Ok(())
     }
 
     /// Handles one whole frame from `from`: decodes it, counts it, and dispatches its message.
@@ -211,7 +230,7 @@ impl Node {
             Ok(done) => done,
             Err(e) => {
                 if !st.goodbye_from[peer as usize] && st.send_lost[peer as usize].is_none() {
-                    st.send_lost[peer as usize] = Some((Instant::now(), e.to_string()));
+                    st.send_lost[peer as usize] = Some((st.now, e.to_string()));
                 }
                 true
             }
@@ -228,15 +247,12 @@ impl Node {
         Ok(())
     }
 
-    /// Moves on the lock tokens whose linger time has passed by `now` (None: every one).
-    pub(super) fn end_lingers(
-        &self,
-        st: &mut EngineState,
-        now: Option<Instant>,
-    ) -> Result<(), EngineError> {
+    /// Moves on the lock tokens whose linger time has passed by the step's time.
+    pub(super) fn end_lingers(&self, st: &mut EngineState) -> Result<(), EngineError> {
         let mut ended = Vec::new();
+        let now = st.now;
         st.lingers.retain(|&(t, lock)| {
-            if now.is_none_or(|now| t <= now) {
+            if t <= now {
                 ended.push(lock);
                 false
             } else {

@@ -192,7 +192,7 @@ impl Node {
 
     pub(super) fn describe_waits(&self, st: &EngineState) -> String {
         let mut s = String::new();
-        for (b, since) in st.blocked.values() {
+        for &(ref b, since) in st.blocked.values() {
             let what = match b {
                 Blocked::Lock(l) | Blocked::Unlock(l) => st.sync.describe_lock(*l),
                 Blocked::Barrier(b) => st.sync.describe_barrier(*b),
@@ -210,13 +210,13 @@ impl Node {
             };
             s.push_str(&format!(
                 "\n  a thread has waited {:.1} s for {what}",
-                since.elapsed().as_secs_f64()
+                st.now.saturating_sub(since) as f64 / 1e9
             ));
         }
         if let Some((page, w)) = st.pages.oldest_waiter() {
             s.push_str(&format!(
                 "\n  a thread has waited {:.1} s for {:?} access to page {page} (address {:#x}, home node {}): {}",
-                (now_ns().saturating_sub(w.since_ns)) as f64 / 1e9,
+                (st.now.saturating_sub(w.since_ns)) as f64 / 1e9,
                 w.need,
                 self.space.page_addr(page),
                 self.space.home(page),

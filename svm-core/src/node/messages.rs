@@ -46,7 +46,7 @@ impl Node {
             // receive path reads that Goodbye, or reports the peer lost; the engine's periodic
             // check ends the job if neither happens in time.
             if !st.goodbye_from[to as usize] {
-                st.send_lost[to as usize] = Some((Instant::now(), e.to_string()));
+                st.send_lost[to as usize] = Some((st.now, e.to_string()));
                 self.wake.signal();
             }
         } else if link.backlog() > 0 && !st.flushing[to as usize] {

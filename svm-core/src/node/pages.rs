@@ -293,7 +293,7 @@ impl Node {
         if woken.is_empty() {
             return Ok(());
         }
-        let now = now_ns();
+        let now = st.now;
         let addr = self.space.page_addr(page);
         for w in woken {
             if let WaiterRef::Slot(_) = w.waiter {

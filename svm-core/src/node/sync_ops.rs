@@ -35,8 +35,8 @@ impl Node {
                     self.complete(st, waiter, WaitResult::TryFailed)
                 }
                 SyncEvent::Linger { lock } => {
-                    st.lingers
-                        .push((Instant::now() + crate::sync::LOCK_LINGER, lock));
+                    let until = st.now + crate::sync::LOCK_LINGER.as_nanos() as u64;
+                    st.lingers.push((until, lock));
                     if !self.lingering.swap(true, Ordering::AcqRel) {
                         // The engine may be asleep: it must end the linger in time.
                         self.wake.signal();
@@ -282,7 +282,7 @@ impl Node {
             .clone();
         cell.state.store(0, Ordering::Release);
         *cell.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        st.blocked.insert(w, (what, Instant::now()));
+        st.blocked.insert(w, (what, st.now));
         op(self, st, w)?;
         self.drain_loopback(st)?;
         Ok(cell)

@@ -1,0 +1,222 @@
+//! The engine driven step by step with the time given by its driver (`Node::start_driven`):
+//! no engine thread, no clock. Its timers — a lock token's linger, the deadline of a waiting
+//! fault — fire exactly when the driver's time reaches them, never by the wall clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use svm_comm::loopback::{self, LoopbackTap};
+use svm_comm::transport::RecvBuf;
+use svm_core::config::Config;
+use svm_core::fault::mem::{Attempt, MemBackend};
+use svm_core::node::{EngineError, FailureMode, Node, NodeParts, SyncOp, WaitResult};
+use svm_core::protocol::{protocol_id, Protocol, PROTOCOL_NAMES};
+use svm_core::space::Space;
+use svm_core::NodeId;
+
+/// The driver's clock at the start (ns; any origin).
+const T0: u64 = 5_000_000_000;
+/// The nodes' `SVM_TIMEOUT`.
+const TIMEOUT_S: u64 = 7;
+
+struct DrivenJob {
+    nodes: Vec<Arc<Node>>,
+    mems: Vec<MemBackend>,
+    /// `taps[to][from]`: node `to`'s end of its link from `from`.
+    taps: Vec<Vec<Option<LoopbackTap>>>,
+    bufs: Vec<Vec<RecvBuf>>,
+}
+
+fn driven_job(n: NodeId) -> DrivenJob {
+    let cfg = Config::from_lookup(&|k| match k {
+        "SVM_PROTOCOL" => Some("sc-sw".into()),
+        "SVM_TIMEOUT" => Some(TIMEOUT_S.to_string()),
+        _ => None,
+    })
+    .expect("configuration");
+    let (links, taps) = loopback::mesh(n).expect("loopback links");
+    let default_proto = protocol_id("sc-sw").expect("sc-sw is built");
+    let mut nodes = Vec::new();
+    let mut mems = Vec::new();
+    for (me, links) in links.into_iter().enumerate() {
+        let me = me as NodeId;
+        let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, me, n);
+        space.set_default_protocol(default_proto);
+        let mem = MemBackend::new(cfg.page_size).expect("in-memory backend");
+        mem.set_time(T0);
+        let protocols: Vec<Option<Box<dyn Protocol>>> = PROTOCOL_NAMES
+            .iter()
+            .map(|name| svm_protocols::by_name(name))
+            .collect();
+        let node = Node::start_driven(NodeParts {
+            cfg: cfg.clone(),
+            me,
+            nodes: n,
+            space: Arc::new(space),
+            backend: Box::new(mem.clone()),
+            links,
+            protocols,
+            default_proto,
+            failure_mode: FailureMode::Keep,
+        })
+        .expect("driven node");
+        nodes.push(node);
+        mems.push(mem);
+    }
+    let bufs = (0..n)
+        .map(|_| (0..n).map(|_| RecvBuf::new()).collect())
+        .collect();
+    DrivenJob {
+        nodes,
+        mems,
+        taps,
+        bufs,
+    }
+}
+
+impl DrivenJob {
+    /// Delivers, at time `now`, every frame in flight (and those the deliveries send) until
+    /// none is left; returns how many were delivered.
+    fn pump(&mut self, now: u64) -> usize {
+        let n = self.nodes.len();
+        let mut delivered = 0;
+        loop {
+            let mut moved = false;
+            for to in 0..n {
+                for from in 0..n {
+                    let Some(tap) = self.taps[to][from].as_ref() else {
+                        continue;
+                    };
+                    if !tap.pending() {
+                        continue;
+                    }
+                    let buf = &mut self.bufs[to][from];
+                    tap.receive(buf);
+                    let mut frames = Vec::new();
+                    while let Ok(Some(f)) = buf.next_frame() {
+                        frames.push(f.to_vec());
+                    }
+                    for f in frames {
+                        self.nodes[to]
+                            .deliver(now, from as NodeId, &f)
+                            .expect("frame handled");
+                        delivered += 1;
+                        moved = true;
+                    }
+                }
+            }
+            if !moved {
+                return delivered;
+            }
+        }
+    }
+
+    /// Runs `op` of a fresh waiter on `node` at `now` and delivers what it sent; returns its
+    /// result if it is done.
+    fn op(&mut self, node: usize, now: u64, op: SyncOp) -> Option<svm_core::node::Pending> {
+        let w = self.nodes[node].new_waiter();
+        let p = self.nodes[node]
+            .begin(now, w, op)
+            .expect("operation starts");
+        self.pump(now);
+        p
+    }
+}
+
+#[test]
+fn a_released_token_lingers_until_the_drivers_time_reaches_its_end() {
+    let mut job = driven_job(2);
+    // Lock 1 is managed by node 1; node 0 takes it (through its manager) and holds it.
+    let w0 = job.nodes[0].new_waiter();
+    let take = job.nodes[0]
+        .submit(
+            T0,
+            w0,
+            SyncOp::Lock {
+                id: 1,
+                try_only: false,
+            },
+        )
+        .expect("lock starts");
+    job.pump(T0);
+    assert_eq!(
+        take.result(),
+        Some(WaitResult::Granted),
+        "node 0 holds lock 1"
+    );
+    // Node 1 asks for it while node 0 holds it.
+    let want = job
+        .op(
+            1,
+            T0,
+            SyncOp::Lock {
+                id: 1,
+                try_only: false,
+            },
+        )
+        .expect("node 1 waits for the token");
+    assert_eq!(want.result(), None, "node 1 waits while node 0 holds it");
+    assert_eq!(job.nodes[0].poll_at(), None, "no timer before the release");
+
+    // Node 0 releases at T1: the token lingers there for a local re-acquire.
+    let t1 = T0 + 3_000_000;
+    let rel = job.nodes[0]
+        .submit(t1, w0, SyncOp::Unlock(1))
+        .expect("unlock starts");
+    job.pump(t1);
+    assert_eq!(rel.result(), Some(WaitResult::Released));
+    let due = job.nodes[0].poll_at().expect("the token lingers");
+    assert!(
+        due > t1,
+        "the linger ends after the release ({due} vs {t1})"
+    );
+    assert_eq!(
+        Duration::from_nanos(due - t1),
+        svm_core::sync::LOCK_LINGER,
+        "the linger is timed from the release's step"
+    );
+
+    // However much wall-clock time passes, nothing moves before the driver's time does.
+    std::thread::sleep(svm_core::sync::LOCK_LINGER * 3);
+    job.nodes[0].poll_timers(due - 1).expect("timers");
+    assert_eq!(job.pump(due - 1), 0, "nothing sent a nanosecond early");
+    assert_eq!(want.result(), None, "node 1 still waits");
+    assert_eq!(job.nodes[0].poll_at(), Some(due));
+
+    job.nodes[0].poll_timers(due).expect("timers");
+    assert!(job.pump(due) > 0, "the token moves at its time");
+    assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+    assert_eq!(job.nodes[0].poll_at(), None, "no timer left");
+}
+
+#[test]
+fn a_fault_nobody_answers_fails_at_the_drivers_deadline_not_the_wall_clocks() {
+    let mut job = driven_job(2);
+    // A page homed at node 0; node 1 reads it, and its request is never delivered.
+    let page = job.nodes[0].space.alloc_local(4096).expect("allocation");
+    let t1 = T0 + 1_000;
+    job.mems[1].set_time(t1);
+    let ticket = match job.mems[1].try_load(page, 8).expect("an access") {
+        Attempt::Faulted(t) => t,
+        Attempt::Done(_) => panic!("node 1 has no copy of node 0's page yet"),
+    };
+    job.nodes[1].serve_faults(t1).expect("fault served");
+    assert!(!job.mems[1].is_served(&ticket), "the page has not come");
+    let timeout = TIMEOUT_S * 1_000_000_000;
+    job.nodes[1]
+        .poll_timers(t1 + timeout)
+        .expect("exactly the deadline is not past it");
+    match job.nodes[1].poll_timers(t1 + timeout + 1) {
+        Err(EngineError::FaultTimeout(after)) => {
+            assert_eq!(after, Duration::from_secs(TIMEOUT_S))
+        }
+        other => panic!("expected the fault deadline, got {other:?}"),
+    }
+    // The driver's clock, not the backend's, stamped the fault: delivering the request late
+    // still serves it.
+    assert!(
+        job.pump(t1 + timeout + 2) > 0,
+        "request and reply delivered"
+    );
+    assert!(job.mems[1].is_served(&ticket), "the page came");
+}
