@@ -38,9 +38,10 @@ pub enum CommError {
 /// One connection to one peer. Sends from several threads are serialised inside the link, so
 /// each frame arrives whole and frames from one sender arrive in order.
 pub trait Link: Send + Sync {
-    /// Sends one frame given as consecutive parts (header+control, then raw data). A link with
-    /// a backlog ([`Link::backlog`]) never blocks here: what the connection does not take at
-    /// once is queued behind earlier frames for [`Link::flush`].
+    /// Sends whole frames — one, or several back to back — given as consecutive parts (e.g.
+    /// header+control, then raw data); the receiver cuts them apart again ([`RecvBuf`]). A link
+    /// with a backlog ([`Link::backlog`]) never blocks here: what the connection does not take
+    /// at once is queued behind earlier frames for [`Link::flush`].
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError>;
     /// Writes as much of the backlog as the connection takes now, without blocking. `Ok(true)`
     /// when nothing is left. The caller flushes when [`Link::poll_fd`] is writable.

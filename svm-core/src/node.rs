@@ -45,6 +45,7 @@ mod failure;
 mod lockfast;
 mod messages;
 mod ops;
+mod outbox;
 mod pages;
 mod sync_ops;
 
@@ -247,9 +248,6 @@ struct EngineState {
     /// error: fatal unless the peer's Goodbye (which may still be unread, queued before the
     /// close) turns up within [`SEND_LOST_GRACE`]. Times are ns, as `now`.
     send_lost: Vec<Option<(u64, String)>>,
-    /// Peers whose link has a backlog the engine writes out when it becomes writable (their
-    /// descriptor is watched for writability too).
-    flushing: Vec<bool>,
     finish_waiter: Option<Waiter>,
     /// True while handling a message from another node (fault accounting: remote vs local).
     handling_remote: bool,
@@ -321,8 +319,14 @@ pub struct Node {
     links: Vec<Option<Box<dyn Link>>>,
     wake: EventFd,
     /// The engine's epoll set: faults, wake-ups and every link (watched for writability too
-    /// while the link has a backlog, see `EngineState::flushing`).
+    /// while the link has a backlog, see `outbox.rs`).
     poller: Poller,
+    /// Per peer: the frames the engine produced, until the shell writes them (`outbox.rs`).
+    outboxes: Vec<outbox::Outbox>,
+    /// Some outbox has frames queued.
+    out_pending: AtomicBool,
+    /// Some write to a link failed and the engine has not recorded it yet.
+    out_failed: AtomicBool,
     state: Mutex<EngineState>,
     stop: AtomicBool,
     engine: Mutex<Option<JoinHandle<()>>>,
@@ -433,7 +437,6 @@ impl Node {
             goodbye_from: (0..nodes).map(|n| n == me).collect(),
             goodbye_sent: false,
             send_lost: vec![None; nodes as usize],
-            flushing: vec![false; nodes as usize],
             finish_waiter: None,
             handling_remote: false,
             lingers: Vec::new(),
@@ -453,6 +456,9 @@ impl Node {
             links,
             wake: EventFd::new()?,
             poller: Poller::new()?,
+            outboxes: (0..nodes).map(|_| outbox::Outbox::new()).collect(),
+            out_pending: AtomicBool::new(false),
+            out_failed: AtomicBool::new(false),
             state: Mutex::new(state),
             stop: AtomicBool::new(false),
             engine: Mutex::new(None),
@@ -490,14 +496,17 @@ impl Node {
         Ok(node)
     }
 
-    /// Takes the engine's state; on a running node also sets the step's time
+    /// Takes the engine's state for a step; on a running node also sets the step's time
     /// (`EngineState::now`) from the clock, so that whatever the engine does under this guard
-    /// sees one time that no code of the engine had to read.
-    fn lock_state(&self) -> MutexGuard<'_, EngineState> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+    /// sees one time that no code of the engine had to read. Letting go of the guard writes
+    /// the frames the step queued (`outbox.rs`).
+    fn lock_state(&self) -> outbox::StateGuard<'_> {
+        let mut st =
+            outbox::StateGuard::new(self, self.state.lock().unwrap_or_else(|p| p.into_inner()));
         if self.clock == Clock::Monotonic {
             st.now = now_ns();
         }
+        self.record_write_failures(&mut st);
         st
     }
 

@@ -1,12 +1,13 @@
 //! The engine driven step by step with the time given by its driver (`Node::start_driven`):
 //! no engine thread, no clock. Its timers — a lock token's linger, the deadline of a waiting
-//! fault — fire exactly when the driver's time reaches them, never by the wall clock.
+//! fault — fire exactly when the driver's time reaches them, never by the wall clock; and
+//! writes to links happen after a step lets go of the engine state, never under it.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use svm_comm::loopback::{self, LoopbackTap};
-use svm_comm::transport::RecvBuf;
+use svm_comm::transport::{CommError, Link, RecvBuf};
 use svm_core::config::Config;
 use svm_core::fault::mem::{Attempt, MemBackend};
 use svm_core::node::{EngineError, FailureMode, Node, NodeParts, SyncOp, WaitResult};
@@ -219,4 +220,141 @@ fn a_fault_nobody_answers_fails_at_the_drivers_deadline_not_the_wall_clocks() {
         "request and reply delivered"
     );
     assert!(job.mems[1].is_served(&ticket), "the page came");
+}
+
+/// A link whose sends wait at a gate the test opens: a write to it takes as long as the test
+/// wants, like a write to a slow connection.
+struct GatedLink {
+    inner: Box<dyn Link>,
+    gate: Arc<Gate>,
+}
+
+#[derive(Default)]
+struct Gate {
+    /// (sends waiting at the gate, the gate is open)
+    state: Mutex<(u32, bool)>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn wait_for_a_waiting_send(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut g = self.state.lock().unwrap();
+        while g.0 == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no send reached the gate in 20 s"
+            );
+            g = self
+                .changed
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap()
+                .0;
+        }
+    }
+
+    fn open(&self) {
+        self.state.lock().unwrap().1 = true;
+        self.changed.notify_all();
+    }
+}
+
+impl Link for GatedLink {
+    fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
+        let mut g = self.gate.state.lock().unwrap();
+        g.0 += 1;
+        self.gate.changed.notify_all();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !g.1 && Instant::now() < deadline {
+            g = self
+                .gate
+                .changed
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap()
+                .0;
+        }
+        g.0 -= 1;
+        drop(g);
+        self.inner.send(parts)
+    }
+    fn poll_fd(&self) -> std::os::fd::RawFd {
+        self.inner.poll_fd()
+    }
+    fn recv_available(&self, buf: &mut RecvBuf) -> Result<bool, CommError> {
+        self.inner.recv_available(buf)
+    }
+    fn kind(&self) -> &'static str {
+        "gated"
+    }
+    fn close(&self) {
+        self.inner.close()
+    }
+}
+
+#[test]
+fn a_slow_write_to_a_peer_does_not_hold_the_engine_state() {
+    let cfg = Config::from_lookup(&|k| match k {
+        "SVM_TIMEOUT" => Some(TIMEOUT_S.to_string()),
+        _ => None,
+    })
+    .expect("configuration");
+    let (mut links, _taps) = loopback::mesh(2).expect("loopback links");
+    let gate = Arc::new(Gate::default());
+    let mut links0 = std::mem::take(&mut links[0]);
+    let to_1 = links0[1].take().expect("node 0's link to node 1");
+    links0[1] = Some(Box::new(GatedLink {
+        inner: to_1,
+        gate: gate.clone(),
+    }));
+    let proto = protocol_id("sc-sw").expect("sc-sw is built");
+    let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, 0, 2);
+    space.set_default_protocol(proto);
+    let node = Node::start_driven(NodeParts {
+        cfg: cfg.clone(),
+        me: 0,
+        nodes: 2,
+        space: Arc::new(space),
+        backend: Box::new(MemBackend::new(cfg.page_size).expect("in-memory backend")),
+        links: links0,
+        protocols: PROTOCOL_NAMES
+            .iter()
+            .map(|name| svm_protocols::by_name(name))
+            .collect(),
+        default_proto: proto,
+        failure_mode: FailureMode::Keep,
+    })
+    .expect("driven node");
+
+    std::thread::scope(|s| {
+        // Lock 1 is managed by node 1: asking for it sends a request over the gated link.
+        let asker = s.spawn(|| {
+            let w = node.new_waiter();
+            node.submit(
+                T0,
+                w,
+                SyncOp::Lock {
+                    id: 1,
+                    try_only: false,
+                },
+            )
+            .expect("lock starts")
+        });
+        gate.wait_for_a_waiting_send();
+        // The request is being written: the state must be free meanwhile (another thread's
+        // step, here a read of the timers, goes through at once).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let node_ref = &node;
+        s.spawn(move || {
+            let _ = node_ref.poll_at();
+            let _ = tx.send(());
+        });
+        let free = rx.recv_timeout(Duration::from_secs(10)).is_ok();
+        gate.open();
+        let pending = asker.join().expect("asker");
+        assert!(
+            free,
+            "another thread could not take the engine state while a write waited"
+        );
+        assert_eq!(pending.result(), None, "the lock waits for node 1's grant");
+    });
 }

@@ -40,7 +40,7 @@ impl Node {
 
     /// The state, at time `now` (a driven step; a time before the last step's counts as the
     /// last step's, so the engine's time never goes back).
-    fn state_at(&self, now: u64) -> MutexGuard<'_, EngineState> {
+    fn state_at(&self, now: u64) -> outbox::StateGuard<'_> {
         let mut st = self.lock_state();
         st.now = st.now.max(now);
         st

@@ -86,82 +86,53 @@ impl Node {
             } else {
                 idle_polls = 0;
             }
-            let mut st = self.lock_state();
-            for (i, &key) in tokens.iter().enumerate() {
+            for &key in &tokens {
                 let Some(token) = PollToken::of_key(key) else {
                     continue;
                 };
-                if i > 0 {
-                    // Each event is a step of its own: what it times (fault service) is
-                    // measured from its own start.
-                    st.now = now_ns();
-                }
+                // Each event is a step of its own, with its own time (what it times, fault
+                // service, is measured from its start). The shell reads the event's input before
+                // it takes the state and writes the frames the step produced after it lets go
+                // (`outbox.rs`): no system call on a link or the fault descriptor under the state.
                 match token {
                     PollToken::Faults => {
                         self.backend
                             .take_faults(&mut faults)
                             .map_err(EngineError::Faults)?;
+                        let mut st = self.lock_state();
                         for f in faults.drain(..) {
                             self.on_fault(&mut st, f)?;
                         }
+                        self.drain_loopback(&mut st)?;
                     }
                     PollToken::Wake => self.wake.drain(),
                     PollToken::Peer(peer) => {
-                        let peer = peer as usize;
-                        if closed[peer] {
+                        if closed[peer as usize] {
                             continue;
                         }
-                        let Some(link) = self.links[peer].as_ref() else {
-                            continue;
-                        };
-                        if st.flushing[peer] {
-                            self.flush_link(&mut st, peer as NodeId)?;
+                        if self.link_backlogged(peer) {
+                            self.flush_link(peer)?;
                         }
-                        let alive = match link.recv_available(&mut bufs[peer]) {
-                            Ok(a) => a,
-                            Err(e) => {
-                                if st.goodbye_from[peer] {
-                                    false
-                                } else {
-                                    let why = match e {
-                                        svm_comm::transport::CommError::Lost { why, .. } => why,
-                                        other => other.to_string(),
-                                    };
-                                    return Err(self.lost(&st, peer as NodeId, &why));
-                                }
+                        if let Some(link) = self.links[peer as usize].as_ref() {
+                            let received = link.recv_available(&mut bufs[peer as usize]);
+                            let mut st = self.lock_state();
+                            let open = self.on_received(
+                                &mut st,
+                                peer,
+                                link.as_ref(),
+                                received,
+                                &mut bufs[peer as usize],
+                            )?;
+                            if !open {
+                                closed[peer as usize] = true;
+                                poller.remove(link.poll_fd());
                             }
-                        };
-                        loop {
-                            let handled = match bufs[peer].next_frame() {
-                                Ok(Some(frame)) => self.on_frame(&mut st, peer as NodeId, frame),
-                                Ok(None) => break,
-                                Err(e) => Err(EngineError::MalformedFrame {
-                                    peer: peer as NodeId,
-                                    why: e.to_string(),
-                                }),
-                            };
-                            if let Err(e) = handled {
-                                // A sender of garbage (a bad header or a bad message) is cut off.
-                                if matches!(e, EngineError::MalformedFrame { .. }) {
-                                    link.close();
-                                }
-                                return Err(e);
-                            }
-                        }
-                        if !alive {
-                            if bufs[peer].pending() != 0 {
-                                return Err(self.lost(&st, peer as NodeId, "connection closed"));
-                            }
-                            self.peer_closed(&st, peer as NodeId)?;
-                            closed[peer] = true;
-                            poller.remove(link.poll_fd());
                         }
                     }
                 }
-                self.drain_loopback(&mut st)?;
             }
-            if lingering || st.now.saturating_sub(last_check) >= DEADLINE_CHECK_NS {
-                st.now = now_ns();
+            if lingering || now_ns().saturating_sub(last_check) >= DEADLINE_CHECK_NS {
+                let mut st = self.lock_state();
                 if lingering {
                     self.end_lingers(&mut st)?;
                 }
@@ -171,6 +142,56 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Handles what a read from `peer`'s link (`received`: whether it is still open, or the
+    /// error) put into `buf`: every whole frame, in order. Returns whether the link stays
+    /// open: false once the peer closed it after its Goodbye.
+    fn on_received(
+        &self,
+        st: &mut EngineState,
+        peer: NodeId,
+        link: &dyn Link,
+        received: Result<bool, svm_comm::transport::CommError>,
+        buf: &mut RecvBuf,
+    ) -> Result<bool, EngineError> {
+        let alive = match received {
+            Ok(a) => a,
+            Err(_) if st.goodbye_from[peer as usize] => false,
+            Err(e) => {
+                let why = match e {
+                    svm_comm::transport::CommError::Lost { why, .. } => why,
+                    other => other.to_string(),
+                };
+                return Err(self.lost(st, peer, &why));
+            }
+        };
+        loop {
+            let handled = match buf.next_frame() {
+                Ok(Some(frame)) => self.on_frame(st, peer, frame),
+                Ok(None) => break,
+                Err(e) => Err(EngineError::MalformedFrame {
+                    peer,
+                    why: e.to_string(),
+                }),
+            };
+            if let Err(e) = handled {
+                // A sender of garbage (a bad header or a bad message) is cut off.
+                if matches!(e, EngineError::MalformedFrame { .. }) {
+                    link.close();
+                }
+                return Err(e);
+            }
+        }
+        self.drain_loopback(st)?;
+        if alive {
+            return Ok(true);
+        }
+        if buf.pending() != 0 {
+            return Err(self.lost(st, peer, "connection closed"));
+        }
+        self.peer_closed(st, peer)?;
+        Ok(false)
     }
 
     /// Fails the engine if, by the step's time, a send to a peer failed longer ago than
@@ -218,33 +239,6 @@ impl Node {
             crate::profile::message(f.msg.stat_name(), from, frame.len() as u64, false);
         }
         self.handle_msg(st, from, f.msg, f.data)
-    }
-
-    /// Writes out what `peer`'s link has queued; once nothing is left, stops watching it for
-    /// writability. A failed write is handled like a failed send (`EngineState::send_lost`).
-    pub(super) fn flush_link(&self, st: &mut EngineState, peer: NodeId) -> Result<(), EngineError> {
-        let Some(link) = self.links[peer as usize].as_ref() else {
-            return Ok(());
-        };
-        let done = match link.flush() {
-            Ok(done) => done,
-            Err(e) => {
-                if !st.goodbye_from[peer as usize] && st.send_lost[peer as usize].is_none() {
-                    st.send_lost[peer as usize] = Some((st.now, e.to_string()));
-                }
-                true
-            }
-        };
-        if done {
-            st.flushing[peer as usize] = false;
-            let token = PollToken::Peer(peer).key();
-            self.poller
-                .watch(link.poll_fd(), token, false)
-                .map_err(EngineError::system(|| {
-                    format!("watching the link to node {peer}")
-                }))?;
-        }
-        Ok(())
     }
 
     /// Moves on the lock tokens whose linger time has passed by the step's time.

@@ -158,6 +158,8 @@ impl Node {
     /// Tells every peer to end with `code` (best effort) and ends this process with it.
     pub fn end_job(&self, code: i32, why: &str) -> ! {
         let _ = ENDING_CODE.compare_exchange(NOT_ENDING, code, Ordering::AcqRel, Ordering::Acquire);
+        // Frames already queued go before the Abort, in their order.
+        self.write_out();
         let abort = Msg::Abort {
             reason: format!("node {}: {why}", self.me),
             code,

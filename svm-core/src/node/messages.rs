@@ -1,5 +1,6 @@
-//! Sending frames to peers (and to this node through the loopback queue) and dispatching the
-//! messages that arrive: protocol, synchronisation, user and control messages.
+//! Sending frames to peers (queued for the shell to write, `outbox.rs`; to this node through
+//! the loopback queue) and dispatching the messages that arrive: protocol, synchronisation,
+//! user and control messages.
 
 use super::*;
 
@@ -34,31 +35,12 @@ impl Node {
         if crate::profile::on() {
             crate::profile::message(name, to, bytes, true);
         }
-        let Some(link) = self.links.get(to as usize).and_then(|l| l.as_ref()) else {
+        if self.links.get(to as usize).is_none_or(|l| l.is_none()) {
             return Err(EngineError::NoLink(to));
-        };
-        if st.send_lost[to as usize].is_some() {
-            return Ok(());
         }
-        if let Err(e) = link.send(&[&st.frame, data]) {
-            // A peer closes its links only once every node has said Goodbye, and its own
-            // Goodbye may still be unread here: then nothing sent to it matters any more. The
-            // receive path reads that Goodbye, or reports the peer lost; the engine's periodic
-            // check ends the job if neither happens in time.
-            if !st.goodbye_from[to as usize] {
-                st.send_lost[to as usize] = Some((st.now, e.to_string()));
-                self.wake.signal();
-            }
-        } else if link.backlog() > 0 && !st.flushing[to as usize] {
-            // The socket is full: the engine writes the rest when it drains (epoll reports
-            // the change of interest even while the engine sleeps in epoll_wait).
-            st.flushing[to as usize] = true;
-            let token = PollToken::Peer(to).key();
-            self.poller
-                .watch(link.poll_fd(), token, true)
-                .map_err(EngineError::system(|| {
-                    format!("watching the link to node {to}")
-                }))?;
+        if st.send_lost[to as usize].is_none() {
+            // Written by the shell once the step lets go of the state (`outbox.rs`).
+            self.queue_frame(to, &st.frame, data);
         }
         Ok(())
     }
