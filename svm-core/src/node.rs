@@ -47,6 +47,7 @@ mod messages;
 mod ops;
 mod outbox;
 mod pages;
+mod step;
 mod sync_ops;
 
 pub use driven::Pending;
@@ -327,6 +328,14 @@ pub struct Node {
     out_pending: AtomicBool,
     /// Some write to a link failed and the engine has not recorded it yet.
     out_failed: AtomicBool,
+    /// Synchronisation operations application threads posted while another thread held the
+    /// state (`step.rs`).
+    posted: Mutex<Vec<step::PostedOp>>,
+    /// `posted` may have operations.
+    posted_any: AtomicBool,
+    /// Wait times the application threads measure themselves (merged into `Node::stats`), kept
+    /// apart from the engine state so recording one never waits for fault service.
+    wait_times: Mutex<WaitTimes>,
     state: Mutex<EngineState>,
     stop: AtomicBool,
     engine: Mutex<Option<JoinHandle<()>>>,
@@ -356,6 +365,13 @@ pub struct Node {
     failure: Mutex<Option<EngineError>>,
     /// Where the engine's time comes from.
     clock: Clock,
+}
+
+/// Wait times of application threads (see `Node::wait_times`).
+#[derive(Default)]
+struct WaitTimes {
+    lock_acquire_ns: crate::stats::Histogram,
+    barrier_wait_ns: crate::stats::Histogram,
 }
 
 /// Where a node's engine gets the time of a step (`EngineState::now`).
@@ -459,6 +475,9 @@ impl Node {
             outboxes: (0..nodes).map(|_| outbox::Outbox::new()).collect(),
             out_pending: AtomicBool::new(false),
             out_failed: AtomicBool::new(false),
+            posted: Mutex::new(Vec::new()),
+            posted_any: AtomicBool::new(false),
+            wait_times: Mutex::new(WaitTimes::default()),
             state: Mutex::new(state),
             stop: AtomicBool::new(false),
             engine: Mutex::new(None),
@@ -498,16 +517,11 @@ impl Node {
 
     /// Takes the engine's state for a step; on a running node also sets the step's time
     /// (`EngineState::now`) from the clock, so that whatever the engine does under this guard
-    /// sees one time that no code of the engine had to read. Letting go of the guard writes
-    /// the frames the step queued (`outbox.rs`).
-    fn lock_state(&self) -> outbox::StateGuard<'_> {
-        let mut st =
-            outbox::StateGuard::new(self, self.state.lock().unwrap_or_else(|p| p.into_inner()));
-        if self.clock == Clock::Monotonic {
-            st.now = now_ns();
-        }
-        self.record_write_failures(&mut st);
-        st
+    /// sees one time that no code of the engine had to read. Letting go of the guard runs the
+    /// operations other threads posted meanwhile and writes the frames the step queued
+    /// (`step.rs`, `outbox.rs`).
+    fn lock_state(&self) -> step::StateGuard<'_> {
+        step::StateGuard::new(self, self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn ctx(&self) -> Ctx<'_> {

@@ -1,7 +1,8 @@
 //! The engine driven step by step with the time given by its driver (`Node::start_driven`):
 //! no engine thread, no clock. Its timers — a lock token's linger, the deadline of a waiting
-//! fault — fire exactly when the driver's time reaches them, never by the wall clock; and
-//! writes to links happen after a step lets go of the engine state, never under it.
+//! fault — fire exactly when the driver's time reaches them, never by the wall clock; writes
+//! to links happen after a step lets go of the engine state, never under it; and a lock
+//! operation started while a step holds the state is handed to that step instead of waiting.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -10,9 +11,12 @@ use svm_comm::loopback::{self, LoopbackTap};
 use svm_comm::transport::{CommError, Link, RecvBuf};
 use svm_core::config::Config;
 use svm_core::fault::mem::{Attempt, MemBackend};
+use svm_core::fault::{Fault, FaultBackend, WaiterRef};
 use svm_core::node::{EngineError, FailureMode, Node, NodeParts, SyncOp, WaitResult};
 use svm_core::protocol::{protocol_id, Protocol, PROTOCOL_NAMES};
 use svm_core::space::Space;
+use svm_core::sys::SysError;
+use svm_core::Access;
 use svm_core::NodeId;
 
 /// The driver's clock at the start (ns; any origin).
@@ -237,7 +241,8 @@ struct Gate {
 }
 
 impl Gate {
-    fn wait_for_a_waiting_send(&self) {
+    /// Waits until some thread waits at the gate.
+    fn wait_for_a_waiter(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut g = self.state.lock().unwrap();
         while g.0 == 0 {
@@ -339,7 +344,7 @@ fn a_slow_write_to_a_peer_does_not_hold_the_engine_state() {
             )
             .expect("lock starts")
         });
-        gate.wait_for_a_waiting_send();
+        gate.wait_for_a_waiter();
         // The request is being written: the state must be free meanwhile (another thread's
         // step, here a read of the timers, goes through at once).
         let (tx, rx) = std::sync::mpsc::channel();
@@ -357,4 +362,160 @@ fn a_slow_write_to_a_peer_does_not_hold_the_engine_state() {
         );
         assert_eq!(pending.result(), None, "the lock waits for node 1's grant");
     });
+}
+
+/// The in-memory backend, with its page changes (`set_access`, `install`) held at a gate the
+/// test opens: fault service that takes as long as the test wants.
+struct GatedBackend {
+    inner: MemBackend,
+    gate: Arc<Gate>,
+}
+
+impl GatedBackend {
+    fn pass(&self) {
+        let mut g = self.gate.state.lock().unwrap();
+        g.0 += 1;
+        self.gate.changed.notify_all();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !g.1 && Instant::now() < deadline {
+            g = self
+                .gate
+                .changed
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap()
+                .0;
+        }
+        g.0 -= 1;
+    }
+}
+
+impl FaultBackend for GatedBackend {
+    fn name(&self) -> &'static str {
+        "gated"
+    }
+    fn poll_fd(&self) -> std::os::fd::RawFd {
+        self.inner.poll_fd()
+    }
+    fn take_faults(&self, out: &mut Vec<Fault>) -> Result<(), SysError> {
+        self.inner.take_faults(out)
+    }
+    fn set_access(
+        &self,
+        addr: usize,
+        len: usize,
+        old: Access,
+        new: Access,
+        present: bool,
+        initial: Option<&[u8]>,
+    ) -> Result<bool, SysError> {
+        self.pass();
+        self.inner.set_access(addr, len, old, new, present, initial)
+    }
+    fn install(
+        &self,
+        addr: usize,
+        data: &[u8],
+        access: Access,
+        present: bool,
+    ) -> Result<bool, SysError> {
+        self.pass();
+        self.inner.install(addr, data, access, present)
+    }
+    fn read(
+        &self,
+        addr: usize,
+        dst: &mut [u8],
+        present: bool,
+        initial: Option<&[u8]>,
+    ) -> Result<(), SysError> {
+        self.inner.read(addr, dst, present, initial)
+    }
+    fn patch(
+        &self,
+        addr: usize,
+        len: usize,
+        access: Access,
+        present: bool,
+        runs: &[(usize, &[u8])],
+    ) -> Result<bool, SysError> {
+        self.inner.patch(addr, len, access, present, runs)
+    }
+    fn drop_range(&self, addr: usize, len: usize) -> Result<(), SysError> {
+        self.inner.drop_range(addr, len)
+    }
+    fn wake(&self, addr: usize, len: usize, waiter: WaiterRef) -> Result<(), SysError> {
+        self.inner.wake(addr, len, waiter)
+    }
+    fn shutdown(&self) {
+        self.inner.shutdown()
+    }
+}
+
+#[test]
+fn a_lock_taken_while_the_engine_serves_a_fault_does_not_wait_for_it() {
+    let cfg = Config::from_lookup(&|k| match k {
+        "SVM_TIMEOUT" => Some(TIMEOUT_S.to_string()),
+        _ => None,
+    })
+    .expect("configuration");
+    let (mut links, _taps) = loopback::mesh(1).expect("loopback links");
+    let gate = Arc::new(Gate::default());
+    let mem = MemBackend::new(cfg.page_size).expect("in-memory backend");
+    let proto = protocol_id("sc-sw").expect("sc-sw is built");
+    let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, 0, 1);
+    space.set_default_protocol(proto);
+    let node = Node::start_driven(NodeParts {
+        cfg: cfg.clone(),
+        me: 0,
+        nodes: 1,
+        space: Arc::new(space),
+        backend: Box::new(GatedBackend {
+            inner: mem.clone(),
+            gate: gate.clone(),
+        }),
+        links: std::mem::take(&mut links[0]),
+        protocols: PROTOCOL_NAMES
+            .iter()
+            .map(|name| svm_protocols::by_name(name))
+            .collect(),
+        default_proto: proto,
+        failure_mode: FailureMode::Keep,
+    })
+    .expect("driven node");
+    let page = node.space.alloc_local(4096).expect("allocation");
+    let ticket = match mem.try_store(page, &[1; 8]).expect("an access") {
+        Attempt::Faulted(t) => t,
+        Attempt::Done(()) => panic!("a fresh page faults first"),
+    };
+
+    std::thread::scope(|s| {
+        // The engine serves the fault and is held at the gate, in the middle of its step.
+        let server = s.spawn(|| node.serve_faults(T0).expect("fault served"));
+        gate.wait_for_a_waiter();
+        // Meanwhile an application thread takes a lock through the engine.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let node_ref = &node;
+        s.spawn(move || {
+            let w = node_ref.new_waiter();
+            let p = node_ref
+                .submit(
+                    T0,
+                    w,
+                    SyncOp::Lock {
+                        id: 0,
+                        try_only: false,
+                    },
+                )
+                .expect("lock starts");
+            let _ = tx.send(p);
+        });
+        let started = rx.recv_timeout(Duration::from_secs(10));
+        gate.open();
+        server.join().expect("server");
+        let pending = started.expect("the lock operation waited for fault service to end");
+        // The fault's step ran the posted operation before it let go of the state.
+        assert_eq!(pending.result(), Some(WaitResult::Granted));
+    });
+    assert!(mem.is_served(&ticket), "the fault was served");
+    assert_eq!(node.engine_failure(), None);
 }

@@ -40,7 +40,7 @@ impl Node {
 
     /// The state, at time `now` (a driven step; a time before the last step's counts as the
     /// last step's, so the engine's time never goes back).
-    fn state_at(&self, now: u64) -> outbox::StateGuard<'_> {
+    fn state_at(&self, now: u64) -> step::StateGuard<'_> {
         let mut st = self.lock_state();
         st.now = st.now.max(now);
         st
@@ -125,11 +125,10 @@ impl Node {
 
     /// Starts, at time `now`, waiter `w`'s synchronisation operation `op` in the engine; it
     /// completes now or as messages arrive.
+    /// If another thread holds the state (a driver serving faults in a second thread), the
+    /// operation is posted and runs when that step ends (`step.rs`).
     pub fn submit(&self, now: u64, w: Waiter, op: SyncOp) -> Result<Pending, EngineError> {
-        let mut st = self.state_at(now);
-        let cell = self.begin_op(&mut st, w, op.blocked(), |n, st, w| {
-            n.run_sync_op(st, w, op)
-        })?;
+        let cell = self.start_sync_op(Some(now), w, op)?;
         Ok(Pending { cell })
     }
 }

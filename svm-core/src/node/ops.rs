@@ -159,6 +159,11 @@ impl Node {
     pub fn stats(&self) -> Stats {
         let st = self.lock_state();
         let mut c = st.counters.clone();
+        {
+            let waits = outbox::locked(&self.wait_times);
+            c.lock_acquire_ns.merge(&waits.lock_acquire_ns);
+            c.barrier_wait_ns.merge(&waits.barrier_wait_ns);
+        }
         c.fast_locks = st.fast_locks.values().map(|f| f.taken()).sum();
         for p in st.protocols.iter().flatten() {
             let ps = p.stats();

@@ -1,8 +1,8 @@
 //! Frames on their way out. The engine's code does no I/O: `Node::send` only appends a frame
 //! to its peer's [`Outbox`]. The thread that ran the step writes the outboxes to the links
-//! once it has let go of the state ([`StateGuard`]'s drop), so no thread ever holds the engine
-//! state across a system call on a link, and the frames of one step to one peer leave in one
-//! write.
+//! once it has let go of the state (`StateGuard`'s drop, `step.rs`), so no thread ever holds
+//! the engine state across a system call on a link, and the frames of one step to one peer
+//! leave in one write.
 //!
 //! Order: frames are appended under the state lock, so their order in an outbox is the order
 //! of the steps; a writer takes the peer's `writing` lock before it takes what is queued and
@@ -11,8 +11,6 @@
 //! writability; the engine thread writes the backlog out when the link drains (`flush_link`).
 //! A failed write is recorded for the engine (`EngineState::send_lost`), which ends the job
 //! unless the peer's Goodbye turns up within the grace period.
-
-use std::ops::{Deref, DerefMut};
 
 use super::*;
 
@@ -43,44 +41,8 @@ impl Outbox {
     }
 }
 
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The engine state, held by one thread for one step; when it is let go the step's frames are
-/// written out (`Node::write_out`).
-pub(super) struct StateGuard<'a> {
-    node: &'a Node,
-    guard: Option<MutexGuard<'a, EngineState>>,
-}
-
-impl<'a> StateGuard<'a> {
-    pub(super) fn new(node: &'a Node, guard: MutexGuard<'a, EngineState>) -> Self {
-        StateGuard {
-            node,
-            guard: Some(guard),
-        }
-    }
-}
-
-impl Deref for StateGuard<'_> {
-    type Target = EngineState;
-    fn deref(&self) -> &EngineState {
-        self.guard.as_deref().expect("held until dropped")
-    }
-}
-
-impl DerefMut for StateGuard<'_> {
-    fn deref_mut(&mut self) -> &mut EngineState {
-        self.guard.as_deref_mut().expect("held until dropped")
-    }
-}
-
-impl Drop for StateGuard<'_> {
-    fn drop(&mut self) {
-        drop(self.guard.take());
-        self.node.write_out();
-    }
 }
 
 impl Node {

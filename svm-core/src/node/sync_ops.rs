@@ -247,11 +247,30 @@ impl Node {
         let cell = {
             let mut st = self.lock_state();
             let w = self.thread_waiter();
-            match self.begin_op(&mut st, w, what.clone(), op) {
+            match self.begin_op(&mut st, w, what.clone(), None, op) {
                 Ok(cell) => cell,
                 Err(e) => self.fail(Some(&st), e),
             }
         };
+        self.wait_cell(&cell, what)
+    }
+
+    /// Starts the calling thread's synchronisation operation `op` — under the state if it is
+    /// free, else posted for its holder (`step.rs`) — and sleeps until the engine completes
+    /// it. A failure of `op` or the deadline ends the node (`Node::fail`).
+    pub(super) fn wait_sync_op(&self, op: SyncOp) -> WaitResult {
+        let w = self.thread_waiter();
+        match self.start_sync_op(None, w, op) {
+            Ok(cell) => self.wait_cell(&cell, op.blocked()),
+            Err(e) => {
+                let st = self.lock_state();
+                self.fail(Some(&st), e)
+            }
+        }
+    }
+
+    /// Sleeps until the engine completes `cell` (waiting for `what`), at most `SVM_TIMEOUT`.
+    fn wait_cell(&self, cell: &WaitCell, what: Blocked) -> WaitResult {
         let deadline = Instant::now() + self.cfg.timeout;
         if !futex::wait_until(&cell.state, |v| v == 1, Some(deadline)) {
             let st = self.lock_state();
@@ -265,23 +284,34 @@ impl Node {
         r.unwrap_or(WaitResult::Finished)
     }
 
-    /// Starts waiter `w`'s operation `op` under the state lock: resets its wait cell, records
-    /// what it waits for, runs `op` and the messages it sent to this node. Returns the cell
-    /// the engine completes.
+    /// Starts waiter `w`'s operation `op` under the state lock: records its wait cell (`cell`,
+    /// a fresh one from a posting thread, or the waiter's own, reset), records what it waits
+    /// for, runs `op` and the messages it sent to this node. Returns the cell the engine
+    /// completes.
     pub(super) fn begin_op(
         &self,
         st: &mut EngineState,
         w: Waiter,
         what: Blocked,
+        cell: Option<Arc<WaitCell>>,
         op: impl FnOnce(&Node, &mut EngineState, Waiter) -> Result<(), EngineError>,
     ) -> Result<Arc<WaitCell>, EngineError> {
-        let cell = st
-            .cells
-            .entry(w)
-            .or_insert_with(|| Arc::new(WaitCell::new()))
-            .clone();
-        cell.state.store(0, Ordering::Release);
-        *cell.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let cell = match cell {
+            Some(c) => {
+                st.cells.insert(w, c.clone());
+                c
+            }
+            None => {
+                let c = st
+                    .cells
+                    .entry(w)
+                    .or_insert_with(|| Arc::new(WaitCell::new()))
+                    .clone();
+                c.state.store(0, Ordering::Release);
+                *c.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                c
+            }
+        };
         st.blocked.insert(w, (what, st.now));
         op(self, st, w)?;
         self.drain_loopback(st)?;
@@ -360,14 +390,13 @@ impl Node {
         }
         let t0 = Instant::now();
         let op = SyncOp::Lock { id, try_only };
-        let r = self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
+        let r = self.wait_sync_op(op);
         let ok = r == WaitResult::Granted;
         if ok && p0 != 0 {
             crate::profile::lock_acquired(id, p0);
         }
         if ok {
-            self.lock_state()
-                .counters
+            outbox::locked(&self.wait_times)
                 .lock_acquire_ns
                 .record(t0.elapsed().as_nanos() as u64);
         }
@@ -383,7 +412,7 @@ impl Node {
             return true;
         }
         let op = SyncOp::Unlock(id);
-        let r = self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
+        let r = self.wait_sync_op(op);
         if r == WaitResult::Released && crate::profile::on() {
             crate::profile::lock_released();
         }
@@ -393,13 +422,13 @@ impl Node {
     /// Posts semaphore `id` (a release).
     pub fn sem_post(&self, id: u64) {
         let op = SyncOp::SemPost(id);
-        self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
+        self.wait_sync_op(op);
     }
 
     /// Waits on semaphore `id` (an acquire once granted).
     pub fn sem_wait(&self, id: u64) {
         let op = SyncOp::SemWait(id);
-        self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
+        self.wait_sync_op(op);
     }
 
     /// Waits at barrier `id` until `count` threads (over all nodes) have arrived.
@@ -504,7 +533,7 @@ impl Node {
         let t0 = Instant::now();
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
         let op = SyncOp::Barrier { id, count };
-        let r = self.wait_op(op.blocked(), |n, st, w| n.run_sync_op(st, w, op));
+        let r = self.wait_sync_op(op);
         self.barrier_passed(id, t0, p0);
         r
     }
@@ -512,8 +541,7 @@ impl Node {
     /// Records a barrier wait that began at `t0` (and at `p0` on the profile's clock, 0 when
     /// not profiling) in the statistics and the profile.
     fn barrier_passed(&self, id: u64, t0: Instant, p0: u64) {
-        self.lock_state()
-            .counters
+        outbox::locked(&self.wait_times)
             .barrier_wait_ns
             .record(t0.elapsed().as_nanos() as u64);
         if p0 != 0 {
