@@ -1,6 +1,6 @@
 //! The coherence protocol interface: a sans-IO state machine.
 //!
-//! A protocol receives [`Event`]s-as-method-calls (a local fault, a message, a release, an
+//! A protocol receives events as method calls (a local fault, a message, a release, an
 //! acquire) and appends [`Action`]s to an output vector. It reads no clock, opens no socket and
 //! maps no memory, so the same code runs inside the deterministic simulator
 //! (`svm-protocols/src/sim.rs`) and inside the real engine (`node.rs`).

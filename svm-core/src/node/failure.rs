@@ -5,7 +5,7 @@ use super::*;
 use crate::sys::SysError;
 
 /// Why a node cannot go on. Engine steps and application-thread operations return it; it
-/// reaches [`Node::fail`] (or, for a node built with [`FailureMode::Keep`], the engine keeps it
+/// reaches `Node::fail` (or, for a node built with [`FailureMode::Keep`], the engine keeps it
 /// and stops) and nowhere else ends the process.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
