@@ -147,6 +147,68 @@ fn a_counter_under_a_lock_counts_every_increment_of_both_nodes() {
 }
 
 #[test]
+fn threads_contending_for_a_lock_while_their_engine_serves_faults_lose_no_operation() {
+    // Lock and unlock operations that find the engine state taken (fault service, another
+    // thread's operation) are handed to its holder (`node/step.rs`): none may be lost or run
+    // twice, under any protocol.
+    const ROUNDS: u64 = 120;
+    const LOCKERS: u64 = 3;
+    const PAGES: usize = 48;
+    for proto in PROTOCOLS {
+        let job = start_job(2, proto, FailureMode::EndJob);
+        let counter = job.nodes[1].space.alloc_local(4096).expect("allocation");
+        // Pages homed at node 1 that a thread of node 0 reads while its lockers run, so
+        // node 0's engine serves faults all along.
+        let pages = job.nodes[1]
+            .space
+            .alloc_local(PAGES * 4096)
+            .expect("allocation");
+        std::thread::scope(|s| {
+            for (node, mem) in job.nodes.iter().zip(&job.mems) {
+                let lockers = if node.me == 0 { LOCKERS } else { 1 };
+                let threads: Vec<_> = (0..lockers)
+                    .map(|_| {
+                        s.spawn(move || {
+                            for _ in 0..ROUNDS {
+                                assert!(node.lock(3, false), "{proto}: lock granted");
+                                let v = load_u64(mem, counter);
+                                store_u64(mem, counter, v + 1);
+                                assert!(node.unlock(3), "{proto}: unlock by the holder");
+                            }
+                        })
+                    })
+                    .collect();
+                let reader = (node.me == 0).then(|| {
+                    s.spawn(move || {
+                        for i in 0..PAGES {
+                            assert_eq!(load_u64(mem, pages + i * 4096), 0, "{proto}: zeros");
+                        }
+                    })
+                });
+                s.spawn(move || {
+                    for t in threads {
+                        t.join().expect("locker");
+                    }
+                    if let Some(r) = reader {
+                        r.join().expect("reader");
+                    }
+                    assert_eq!(node.barrier(4, 2), WaitResult::BarrierDone);
+                    assert!(node.lock(3, false));
+                    assert_eq!(
+                        load_u64(mem, counter),
+                        (LOCKERS + 1) * ROUNDS,
+                        "{proto}: node {} sees every increment",
+                        node.me
+                    );
+                    assert!(node.unlock(3));
+                    node.finish();
+                });
+            }
+        });
+    }
+}
+
+#[test]
 fn values_written_before_a_barrier_are_read_after_it_on_every_node() {
     const NODES: NodeId = 3;
     for proto in PROTOCOLS {

@@ -16,6 +16,7 @@
 //! the post and sees it.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::fence;
 use std::sync::TryLockError;
 
 use super::outbox::locked;
@@ -75,8 +76,10 @@ impl Drop for StateGuard<'_> {
             drop(self.guard.take());
             node.write_out();
             // A post that came after the last look, while the state was still held: take the
-            // state back if it is free (if not, its new holder runs the post).
-            if !node.posted_any.load(Ordering::Acquire) {
+            // state back if it is free (if not, its new holder runs the post). The fence pairs
+            // with the poster's: either it sees the state free, or this sees its post.
+            fence(Ordering::SeqCst);
+            if !node.posted_any.load(Ordering::SeqCst) {
                 return;
             }
             match node.try_state() {
@@ -127,7 +130,8 @@ impl Node {
             op,
             cell: cell.clone(),
         });
-        self.posted_any.store(true, Ordering::Release);
+        self.posted_any.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         if let Some(g) = self.try_state() {
             // The holder let go before it saw the post: run it here (the guard's drop does).
             drop(StateGuard::new(self, g));
@@ -139,7 +143,7 @@ impl Node {
     /// as its own thread would have (`Node::fail`), or, under [`FailureMode::Keep`], is kept as
     /// the engine's failure (its thread's wait then ends at its deadline).
     fn run_posted(&self, st: &mut EngineState) {
-        while self.posted_any.swap(false, Ordering::AcqRel) {
+        while self.posted_any.swap(false, Ordering::SeqCst) {
             let ops = std::mem::take(&mut *locked(&self.posted));
             for p in ops {
                 let op = p.op;
