@@ -238,14 +238,16 @@ impl HomeMw {
         if access == Access::None {
             return;
         }
-        // Asked before `self.page` below records the page (which makes it touched).
-        let untouched = self.untouched_home(page);
+        let home_here = ctx.home(page) == ctx.me();
+        // Asked before `self.page` below records the page (which makes it touched), and only
+        // where fault-around could use the answer.
+        let around = home_here && self.fault_around.enabled() && self.untouched_home(page);
         let np = self.page(page);
         if np.access >= access {
             return; // already granted; the engine wakes the thread itself
         }
-        if ctx.home(page) == ctx.me() {
-            if self.fault_around.enabled() && untouched {
+        if home_here {
+            if around {
                 // Fault-around: the untouched home pages around this one become writable
                 // too. Nobody has fetched them, so their writes need no tracking (see
                 // `served`); the faulting page's own write is noted as before.
