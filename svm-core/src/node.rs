@@ -374,6 +374,12 @@ struct WaitTimes {
     barrier_wait_ns: crate::stats::Histogram,
 }
 
+/// `m`'s guard, poisoned or not (a thread that panicked holding it left nothing half-done
+/// that the node's other threads could not go on with).
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Where a node's engine gets the time of a step (`EngineState::now`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Clock {

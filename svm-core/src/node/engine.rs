@@ -131,12 +131,13 @@ impl Node {
                     }
                 }
             }
-            if lingering || now_ns().saturating_sub(last_check) >= DEADLINE_CHECK_NS {
+            let check = now_ns().saturating_sub(last_check) >= DEADLINE_CHECK_NS;
+            if lingering || check {
                 let mut st = self.lock_state();
                 if lingering {
                     self.end_lingers(&mut st)?;
                 }
-                if st.now.saturating_sub(last_check) >= DEADLINE_CHECK_NS {
+                if check {
                     last_check = st.now;
                     self.check_deadlines(&st)?;
                 }

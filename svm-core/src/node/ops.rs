@@ -160,7 +160,7 @@ impl Node {
         let st = self.lock_state();
         let mut c = st.counters.clone();
         {
-            let waits = outbox::locked(&self.wait_times);
+            let waits = locked(&self.wait_times);
             c.lock_acquire_ns.merge(&waits.lock_acquire_ns);
             c.barrier_wait_ns.merge(&waits.barrier_wait_ns);
         }

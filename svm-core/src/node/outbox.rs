@@ -41,10 +41,6 @@ impl Outbox {
     }
 }
 
-pub(super) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Node {
     /// Queues one encoded frame (`head` then `data`) for `to` (the engine's side: no I/O).
     pub(super) fn queue_frame(&self, to: NodeId, head: &[u8], data: &[u8]) {
@@ -63,7 +59,10 @@ impl Node {
     /// left behind: a frame queued while another thread writes is written by the thread that
     /// queued it.
     pub(super) fn write_out(&self) {
-        if !self.out_pending.swap(false, Ordering::AcqRel) {
+        // A load first: most steps send nothing, and every step ends here.
+        if !self.out_pending.load(Ordering::Acquire)
+            || !self.out_pending.swap(false, Ordering::AcqRel)
+        {
             return;
         }
         for (peer, ob) in self.outboxes.iter().enumerate() {

@@ -244,14 +244,14 @@ impl Node {
         what: Blocked,
         op: impl FnOnce(&Node, &mut EngineState, Waiter) -> Result<(), EngineError>,
     ) -> WaitResult {
-        let cell = {
+        let cell = Arc::new(WaitCell::new());
+        {
             let mut st = self.lock_state();
             let w = self.thread_waiter();
-            match self.begin_op(&mut st, w, what.clone(), None, op) {
-                Ok(cell) => cell,
-                Err(e) => self.fail(Some(&st), e),
+            if let Err(e) = self.begin_op(&mut st, w, what.clone(), &cell, op) {
+                self.fail(Some(&st), e)
             }
-        };
+        }
         self.wait_cell(&cell, what)
     }
 
@@ -284,38 +284,21 @@ impl Node {
         r.unwrap_or(WaitResult::Finished)
     }
 
-    /// Starts waiter `w`'s operation `op` under the state lock: records its wait cell (`cell`,
-    /// a fresh one from a posting thread, or the waiter's own, reset), records what it waits
-    /// for, runs `op` and the messages it sent to this node. Returns the cell the engine
-    /// completes.
+    /// Starts waiter `w`'s operation `op` under the state lock: records `cell` (fresh) as the
+    /// cell the engine completes for `w` and what `w` waits for, runs `op` and the messages it
+    /// sent to this node.
     pub(super) fn begin_op(
         &self,
         st: &mut EngineState,
         w: Waiter,
         what: Blocked,
-        cell: Option<Arc<WaitCell>>,
+        cell: &Arc<WaitCell>,
         op: impl FnOnce(&Node, &mut EngineState, Waiter) -> Result<(), EngineError>,
-    ) -> Result<Arc<WaitCell>, EngineError> {
-        let cell = match cell {
-            Some(c) => {
-                st.cells.insert(w, c.clone());
-                c
-            }
-            None => {
-                let c = st
-                    .cells
-                    .entry(w)
-                    .or_insert_with(|| Arc::new(WaitCell::new()))
-                    .clone();
-                c.state.store(0, Ordering::Release);
-                *c.result.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                c
-            }
-        };
+    ) -> Result<(), EngineError> {
+        st.cells.insert(w, cell.clone());
         st.blocked.insert(w, (what, st.now));
         op(self, st, w)?;
-        self.drain_loopback(st)?;
-        Ok(cell)
+        self.drain_loopback(st)
     }
 
     /// The slow path of a synchronisation operation of waiter `w`, run under the state lock:
@@ -396,7 +379,7 @@ impl Node {
             crate::profile::lock_acquired(id, p0);
         }
         if ok {
-            outbox::locked(&self.wait_times)
+            locked(&self.wait_times)
                 .lock_acquire_ns
                 .record(t0.elapsed().as_nanos() as u64);
         }
@@ -541,7 +524,7 @@ impl Node {
     /// Records a barrier wait that began at `t0` (and at `p0` on the profile's clock, 0 when
     /// not profiling) in the statistics and the profile.
     fn barrier_passed(&self, id: u64, t0: Instant, p0: u64) {
-        outbox::locked(&self.wait_times)
+        locked(&self.wait_times)
             .barrier_wait_ns
             .record(t0.elapsed().as_nanos() as u64);
         if p0 != 0 {
