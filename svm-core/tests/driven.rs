@@ -7,14 +7,13 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use svm_comm::loopback::{self, LoopbackTap};
 use svm_comm::transport::{CommError, Link, RecvBuf};
-use svm_core::config::Config;
 use svm_core::fault::mem::{Attempt, MemBackend};
 use svm_core::fault::{Fault, FaultBackend, WaiterRef};
-use svm_core::node::{EngineError, FailureMode, Node, NodeParts, SyncOp, WaitResult};
-use svm_core::protocol::{protocol_id, Protocol, PROTOCOL_NAMES};
-use svm_core::space::Space;
+use svm_core::node::{EngineError, FailureMode, Node, SyncOp, WaitResult};
 use svm_core::sys::SysError;
 use svm_core::Access;
 use svm_core::NodeId;
@@ -33,39 +32,22 @@ struct DrivenJob {
 }
 
 fn driven_job(n: NodeId) -> DrivenJob {
-    let cfg = Config::from_lookup(&|k| match k {
-        "SVM_PROTOCOL" => Some("sc-sw".into()),
-        "SVM_TIMEOUT" => Some(TIMEOUT_S.to_string()),
-        _ => None,
-    })
-    .expect("configuration");
+    let cfg = common::config("sc-sw", TIMEOUT_S);
     let (links, taps) = loopback::mesh(n).expect("loopback links");
-    let default_proto = protocol_id("sc-sw").expect("sc-sw is built");
     let mut nodes = Vec::new();
     let mut mems = Vec::new();
     for (me, links) in links.into_iter().enumerate() {
-        let me = me as NodeId;
-        let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, me, n);
-        space.set_default_protocol(default_proto);
         let mem = MemBackend::new(cfg.page_size).expect("in-memory backend");
         mem.set_time(T0);
-        let protocols: Vec<Option<Box<dyn Protocol>>> = PROTOCOL_NAMES
-            .iter()
-            .map(|name| svm_protocols::by_name(name))
-            .collect();
-        let node = Node::start_driven(NodeParts {
-            cfg: cfg.clone(),
-            me,
-            nodes: n,
-            space: Arc::new(space),
-            backend: Box::new(mem.clone()),
+        let parts = common::node_parts(
+            &cfg,
+            me as NodeId,
+            n,
+            Box::new(mem.clone()),
             links,
-            protocols,
-            default_proto,
-            failure_mode: FailureMode::Keep,
-        })
-        .expect("driven node");
-        nodes.push(node);
+            FailureMode::Keep,
+        );
+        nodes.push(Node::start_driven(parts).expect("driven node"));
         mems.push(mem);
     }
     let bufs = (0..n)
@@ -258,6 +240,22 @@ impl Gate {
         }
     }
 
+    /// Counts the caller as waiting at the gate until the test opens it (at most 20 s).
+    fn pass(&self) {
+        let mut g = self.state.lock().unwrap();
+        g.0 += 1;
+        self.changed.notify_all();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !g.1 && Instant::now() < deadline {
+            g = self
+                .changed
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap()
+                .0;
+        }
+        g.0 -= 1;
+    }
+
     fn open(&self) {
         self.state.lock().unwrap().1 = true;
         self.changed.notify_all();
@@ -266,20 +264,7 @@ impl Gate {
 
 impl Link for GatedLink {
     fn send(&self, parts: &[&[u8]]) -> Result<(), CommError> {
-        let mut g = self.gate.state.lock().unwrap();
-        g.0 += 1;
-        self.gate.changed.notify_all();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !g.1 && Instant::now() < deadline {
-            g = self
-                .gate
-                .changed
-                .wait_timeout(g, Duration::from_millis(50))
-                .unwrap()
-                .0;
-        }
-        g.0 -= 1;
-        drop(g);
+        self.gate.pass();
         self.inner.send(parts)
     }
     fn poll_fd(&self) -> std::os::fd::RawFd {
@@ -298,11 +283,7 @@ impl Link for GatedLink {
 
 #[test]
 fn a_slow_write_to_a_peer_does_not_hold_the_engine_state() {
-    let cfg = Config::from_lookup(&|k| match k {
-        "SVM_TIMEOUT" => Some(TIMEOUT_S.to_string()),
-        _ => None,
-    })
-    .expect("configuration");
+    let cfg = common::config("sc-sw", TIMEOUT_S);
     let (mut links, _taps) = loopback::mesh(2).expect("loopback links");
     let gate = Arc::new(Gate::default());
     let mut links0 = std::mem::take(&mut links[0]);
@@ -311,24 +292,9 @@ fn a_slow_write_to_a_peer_does_not_hold_the_engine_state() {
         inner: to_1,
         gate: gate.clone(),
     }));
-    let proto = protocol_id("sc-sw").expect("sc-sw is built");
-    let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, 0, 2);
-    space.set_default_protocol(proto);
-    let node = Node::start_driven(NodeParts {
-        cfg: cfg.clone(),
-        me: 0,
-        nodes: 2,
-        space: Arc::new(space),
-        backend: Box::new(MemBackend::new(cfg.page_size).expect("in-memory backend")),
-        links: links0,
-        protocols: PROTOCOL_NAMES
-            .iter()
-            .map(|name| svm_protocols::by_name(name))
-            .collect(),
-        default_proto: proto,
-        failure_mode: FailureMode::Keep,
-    })
-    .expect("driven node");
+    let backend = Box::new(MemBackend::new(cfg.page_size).expect("in-memory backend"));
+    let parts = common::node_parts(&cfg, 0, 2, backend, links0, FailureMode::Keep);
+    let node = Node::start_driven(parts).expect("driven node");
 
     std::thread::scope(|s| {
         // Lock 1 is managed by node 1: asking for it sends a request over the gated link.
@@ -371,24 +337,6 @@ struct GatedBackend {
     gate: Arc<Gate>,
 }
 
-impl GatedBackend {
-    fn pass(&self) {
-        let mut g = self.gate.state.lock().unwrap();
-        g.0 += 1;
-        self.gate.changed.notify_all();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !g.1 && Instant::now() < deadline {
-            g = self
-                .gate
-                .changed
-                .wait_timeout(g, Duration::from_millis(50))
-                .unwrap()
-                .0;
-        }
-        g.0 -= 1;
-    }
-}
-
 impl FaultBackend for GatedBackend {
     fn name(&self) -> &'static str {
         "gated"
@@ -408,7 +356,7 @@ impl FaultBackend for GatedBackend {
         present: bool,
         initial: Option<&[u8]>,
     ) -> Result<bool, SysError> {
-        self.pass();
+        self.gate.pass();
         self.inner.set_access(addr, len, old, new, present, initial)
     }
     fn install(
@@ -418,7 +366,7 @@ impl FaultBackend for GatedBackend {
         access: Access,
         present: bool,
     ) -> Result<bool, SysError> {
-        self.pass();
+        self.gate.pass();
         self.inner.install(addr, data, access, present)
     }
     fn read(
@@ -453,35 +401,17 @@ impl FaultBackend for GatedBackend {
 
 #[test]
 fn a_lock_taken_while_the_engine_serves_a_fault_does_not_wait_for_it() {
-    let cfg = Config::from_lookup(&|k| match k {
-        "SVM_TIMEOUT" => Some(TIMEOUT_S.to_string()),
-        _ => None,
-    })
-    .expect("configuration");
+    let cfg = common::config("sc-sw", TIMEOUT_S);
     let (mut links, _taps) = loopback::mesh(1).expect("loopback links");
     let gate = Arc::new(Gate::default());
     let mem = MemBackend::new(cfg.page_size).expect("in-memory backend");
-    let proto = protocol_id("sc-sw").expect("sc-sw is built");
-    let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, 0, 1);
-    space.set_default_protocol(proto);
-    let node = Node::start_driven(NodeParts {
-        cfg: cfg.clone(),
-        me: 0,
-        nodes: 1,
-        space: Arc::new(space),
-        backend: Box::new(GatedBackend {
-            inner: mem.clone(),
-            gate: gate.clone(),
-        }),
-        links: std::mem::take(&mut links[0]),
-        protocols: PROTOCOL_NAMES
-            .iter()
-            .map(|name| svm_protocols::by_name(name))
-            .collect(),
-        default_proto: proto,
-        failure_mode: FailureMode::Keep,
-    })
-    .expect("driven node");
+    let backend = Box::new(GatedBackend {
+        inner: mem.clone(),
+        gate: gate.clone(),
+    });
+    let links0 = std::mem::take(&mut links[0]);
+    let parts = common::node_parts(&cfg, 0, 1, backend, links0, FailureMode::Keep);
+    let node = Node::start_driven(parts).expect("driven node");
     let page = node.space.alloc_local(4096).expect("allocation");
     let ticket = match mem.try_store(page, &[1; 8]).expect("an access") {
         Attempt::Faulted(t) => t,

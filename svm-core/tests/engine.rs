@@ -9,14 +9,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use svm_comm::deck::sci::HostBarrier;
 use svm_comm::loopback::{self, LoopbackTap};
 use svm_comm::wire::{self, Msg, ProtoMsg};
-use svm_core::config::Config;
 use svm_core::fault::mem::MemBackend;
-use svm_core::node::{FailureMode, Node, NodeParts, WaitResult};
-use svm_core::protocol::{protocol_id, Protocol, PROTOCOL_NAMES};
-use svm_core::space::Space;
+use svm_core::node::{FailureMode, Node, WaitResult};
 use svm_core::NodeId;
 
 /// How long one access may wait for the engines (the nodes' own waits end the test process
@@ -31,38 +30,21 @@ struct TestJob {
 }
 
 fn start_job(n: NodeId, protocol: &str, failure_mode: FailureMode) -> TestJob {
-    let cfg = Config::from_lookup(&|k| match k {
-        "SVM_PROTOCOL" => Some(protocol.to_string()),
-        "SVM_TIMEOUT" => Some("20".into()),
-        _ => None,
-    })
-    .expect("configuration");
+    let cfg = common::config(protocol, 20);
     let (links, taps) = loopback::mesh(n).expect("loopback links");
-    let default_proto = protocol_id(protocol).expect("a protocol of this build");
     let mut nodes = Vec::new();
     let mut mems = Vec::new();
     for (me, links) in links.into_iter().enumerate() {
-        let me = me as NodeId;
-        let mut space = Space::new(cfg.space_base, cfg.space_size, cfg.page_size, me, n);
-        space.set_default_protocol(default_proto);
         let mem = MemBackend::new(cfg.page_size).expect("in-memory backend");
-        let protocols: Vec<Option<Box<dyn Protocol>>> = PROTOCOL_NAMES
-            .iter()
-            .map(|name| svm_protocols::by_name(name))
-            .collect();
-        let node = Node::start(NodeParts {
-            cfg: cfg.clone(),
-            me,
-            nodes: n,
-            space: Arc::new(space),
-            backend: Box::new(mem.clone()),
+        let parts = common::node_parts(
+            &cfg,
+            me as NodeId,
+            n,
+            Box::new(mem.clone()),
             links,
-            protocols,
-            default_proto,
             failure_mode,
-        })
-        .expect("node starts");
-        nodes.push(node);
+        );
+        nodes.push(Node::start(parts).expect("node starts"));
         mems.push(mem);
     }
     TestJob { nodes, mems, taps }
