@@ -259,6 +259,8 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
     let popts = crate::protocol::ProtocolOptions {
         read_ahead: cfg.prefetch,
         fault_around: cfg.fault_around,
+        hold_ns: cfg.hold_us * 1000,
+        push: cfg.push,
     };
     let protocols: Vec<Option<Box<dyn Protocol>>> = crate::protocol::PROTOCOL_NAMES
         .iter()

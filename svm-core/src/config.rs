@@ -60,7 +60,19 @@ pub struct Config {
     /// untouched home pages of the aligned block of this many pages around it writable at
     /// once (zero pages: no memory until written); default 64, 0 or 1 = off.
     pub fault_around: usize,
+    /// `SVM_HOLD_US`: `sc-sw`'s minimum hold, in µs — a node that gets write access back to a
+    /// page another node took from it since the node's last release keeps it at least this
+    /// long before giving it up again (ends at the node's next release or barrier); default
+    /// [`DEFAULT_HOLD_US`], 0 = off.
+    pub hold_us: u64,
+    /// `SVM_PUSH`: `sc-sw`'s producer–consumer push — at its barrier arrivals a home sends
+    /// read copies of the pages it wrote to the nodes that asked to read them before;
+    /// `1` (default) or `0`.
+    pub push: bool,
 }
+
+/// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
+pub const DEFAULT_HOLD_US: u64 = 300;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -331,11 +343,29 @@ impl Config {
                     )
                 })?,
         };
+        let hold_us = match get("SVM_HOLD_US") {
+            None => DEFAULT_HOLD_US,
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|h| *h <= 1_000_000)
+                .ok_or_else(|| {
+                    invalid("SVM_HOLD_US", &v, "expected microseconds from 0 to 1000000")
+                })?,
+        };
+        let push = match get("SVM_PUSH").as_deref().map(str::trim) {
+            None | Some("1") => true,
+            Some("0") => false,
+            Some(v) => return Err(invalid("SVM_PUSH", v, "expected 0 or 1")),
+        };
         Ok(Config {
+            push,
             profile,
             trace,
             prefetch,
             fault_around,
+            hold_us,
             protocol,
             protocol_given,
             fault,
@@ -402,6 +432,21 @@ mod tests {
         );
         let e = cfg(&[("SVM_TRANSPORT", "sci")]).unwrap_err().to_string();
         assert!(e.contains("unknown transport"), "{e}");
+    }
+
+    #[test]
+    fn hold_and_push() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!((c.hold_us, c.push), (DEFAULT_HOLD_US, true));
+        let c = cfg(&[("SVM_HOLD_US", " 0 "), ("SVM_PUSH", "0")]).unwrap();
+        assert_eq!((c.hold_us, c.push), (0, false));
+        assert_eq!(
+            cfg(&[("SVM_HOLD_US", "1000000")]).unwrap().hold_us,
+            1_000_000
+        );
+        says(&[("SVM_HOLD_US", "1000001")], "SVM_HOLD_US", "microseconds");
+        says(&[("SVM_HOLD_US", "-5")], "SVM_HOLD_US", "microseconds");
+        says(&[("SVM_PUSH", "on")], "SVM_PUSH", "0 or 1");
     }
 
     fn says(vars: &[(&str, &str)], var: &str, what: &str) {

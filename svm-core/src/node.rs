@@ -268,6 +268,8 @@ struct Ctx<'a> {
     me: NodeId,
     nodes: NodeId,
     space: &'a Space,
+    /// The step's time (`EngineState::now`).
+    now: u64,
 }
 
 impl Context for Ctx<'_> {
@@ -282,6 +284,9 @@ impl Context for Ctx<'_> {
     }
     fn same_region(&self, page: PageId, next: PageId) -> bool {
         self.space.same_region(page, next)
+    }
+    fn now(&self) -> u64 {
+        self.now
     }
 }
 
@@ -343,9 +348,10 @@ pub struct Node {
     next_waiter: AtomicU64,
     user_box: Mutex<VecDeque<UserMessage>>,
     user_cv: std::sync::Condvar,
-    /// Some lock token lingers (`EngineState::lingers` is not empty): the engine polls
-    /// without sleeping until the lingers end.
-    lingering: AtomicBool,
+    /// A timer is armed — a lock token lingers (`EngineState::lingers` is not empty) or a
+    /// protocol has a `next_timer` (sc-sw's minimum hold): the engine polls without sleeping
+    /// until every timer has run (`Node::run_timers`).
+    timers_armed: AtomicBool,
     /// Fast-path words by lock id, for application threads (written under the state lock).
     fast: RwLock<FxHashMap<u64, Arc<FastLock>>>,
     /// Some protocol is not quiescent (`Protocol::quiescent`): no fast-path lock operation.
@@ -491,7 +497,7 @@ impl Node {
             next_waiter: AtomicU64::new(1),
             user_box: Mutex::new(VecDeque::new()),
             user_cv: std::sync::Condvar::new(),
-            lingering: AtomicBool::new(false),
+            timers_armed: AtomicBool::new(false),
             fast: RwLock::new(FxHashMap::default()),
             proto_dirty: AtomicBool::new(true),
             fast_held: AtomicU32::new(0),
@@ -530,11 +536,13 @@ impl Node {
         step::StateGuard::new(self, self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn ctx(&self) -> Ctx<'_> {
+    /// What the protocols may ask, at the step's time `now`.
+    fn ctx(&self, now: u64) -> Ctx<'_> {
         Ctx {
             me: self.me,
             nodes: self.nodes,
             space: &self.space,
+            now,
         }
     }
 

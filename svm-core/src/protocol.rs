@@ -89,6 +89,12 @@ pub trait Context {
     fn same_region(&self, _page: PageId, _next: PageId) -> bool {
         true
     }
+    /// The time of the step, in ns on the engine's clock (the monotonic clock, or a driver's
+    /// virtual time: the engine reads no clock itself). Default 0: a context without a clock,
+    /// under which a protocol must not arm timers ([`ProtocolOptions::hold_ns`] stays 0).
+    fn now(&self) -> u64 {
+        0
+    }
 }
 
 /// A simple [`Context`] for tests and the simulator: the home of page `p` is `homes(p)`.
@@ -148,6 +154,12 @@ pub struct ProtocolStats {
     /// Remembered pairs forgotten because the page asked for along with the one before was
     /// taken by another node before this node wrote it.
     pub pairs_dropped: u64,
+    /// Requests for a page this node kept a while before giving it up (sc-sw's minimum hold,
+    /// `SVM_HOLD_US`).
+    pub requests_held: u64,
+    /// Read copies this node pushed, as a home, to the readers of pages it wrote, at its
+    /// barrier arrivals (sc-sw's producer–consumer push, `SVM_PUSH`).
+    pub pages_pushed: u64,
 }
 
 /// A page coherence protocol (one instance per node per protocol in use).
@@ -217,6 +229,15 @@ pub trait Protocol: Send {
         false
     }
 
+    /// When this protocol next wants [`Protocol::on_timer`] called, in ns on the clock of
+    /// [`Context::now`]; None without a timer. The engine asks after every hook.
+    fn next_timer(&self) -> Option<u64> {
+        None
+    }
+
+    /// The time (`ctx.now()`) reached [`Protocol::next_timer`]: do what waited for it.
+    fn on_timer(&mut self, _ctx: &dyn Context, _out: &mut Vec<Action>) {}
+
     /// Counters for statistics.
     fn stats(&self) -> ProtocolStats {
         ProtocolStats::default()
@@ -247,6 +268,14 @@ pub struct ProtocolOptions {
     /// that no node has dealt with yet also makes the untouched home pages around it (an
     /// aligned block of this many pages) writable in the same breath; 0 or 1 = off.
     pub fault_around: usize,
+    /// Minimum hold (`SVM_HOLD_US`, in ns here): a node that gets write access back to a page
+    /// another node took from it since the node's last release keeps it at least this long
+    /// before giving it up again (unless it releases first); 0 = off. See docs/protocols.md.
+    pub hold_ns: u64,
+    /// Producer–consumer push (`SVM_PUSH`): at its barrier arrivals a home sends read copies
+    /// of the pages it wrote to the nodes that asked to read them before. See
+    /// docs/protocols.md.
+    pub push: bool,
 }
 
 /// Fault-around sizing for one protocol instance: the window starts at

@@ -139,6 +139,10 @@ pub struct Counters {
     pub pages_paired: u64,
     /// Remembered pairs forgotten: the page asked for early was taken unwritten.
     pub pairs_dropped: u64,
+    /// Requests for a page kept waiting by its holder's minimum hold (sc-sw, `SVM_HOLD_US`).
+    pub requests_held: u64,
+    /// Read copies pushed to consumers at barrier arrivals (sc-sw, `SVM_PUSH`).
+    pub pages_pushed: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
     pub fault_detect_ns: Histogram,
     /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
@@ -191,6 +195,12 @@ pub struct Stats {
     /// Remembered pairs this node forgot because the page it asked for early was taken by
     /// another node before it wrote it.
     pub pairs_dropped: u64,
+    /// Requests for a page this node kept waiting until its minimum hold ended or it
+    /// released (sc-sw, `SVM_HOLD_US`).
+    pub requests_held: u64,
+    /// Read copies this node pushed, as a home, to the readers of pages it wrote, at its
+    /// barrier arrivals (sc-sw, `SVM_PUSH`).
+    pub pages_pushed: u64,
 }
 
 impl Stats {
@@ -233,6 +243,8 @@ impl Stats {
             migratory_upgrades: c.migratory_upgrades,
             pages_paired: c.pages_paired,
             pairs_dropped: c.pairs_dropped,
+            requests_held: c.requests_held,
+            pages_pushed: c.pages_pushed,
         }
     }
 
@@ -266,7 +278,7 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} pushed={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
@@ -276,7 +288,9 @@ impl fmt::Display for Stats {
             self.pages_written_ahead,
             self.migratory_upgrades,
             self.pages_paired,
-            self.pairs_dropped
+            self.pairs_dropped,
+            self.requests_held,
+            self.pages_pushed
         )?;
         writeln!(
             f,

@@ -391,7 +391,8 @@ impl EngineCluster {
                     .serve_faults(self.now)
                     .map_err(engine_error)?,
                 Choice::Linger(n) => {
-                    // Time passes until the node's first linger ends.
+                    // Time passes until the node's first timer is due (a lock linger, a
+                    // protocol timer: sc-sw's minimum hold).
                     if let Some(due) = self.nodes[n as usize].poll_at() {
                         self.set_time(due);
                     }

@@ -23,6 +23,12 @@ use svm_core::protocol::{
     Access, Action, Context, FaultAround, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
 };
 
+#[path = "sc_single_writer_hold.rs"]
+mod hold;
+use hold::Holds;
+#[path = "sc_single_writer_push.rs"]
+mod push;
+
 /// A set of nodes (a growable bitset: one bit per node, any node count).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeSet {
@@ -95,6 +101,11 @@ struct NodePage {
     /// access asked for so is installed read-only and exclusive: the first write takes it
     /// here and shows the pair was worth it; losing the page unwritten forgets the pair.
     paired: bool,
+    /// The release epoch (see [`ScSingleWriter::epoch`]) in which another node last took
+    /// this node's access to the page: write access regained in the same epoch means two
+    /// nodes write the page between two synchronisations (false sharing, or a race), and the
+    /// page is held (see [`Holds`]).
+    lost_in: Option<u64>,
 }
 
 /// An operation the manager has started and not yet completed.
@@ -139,6 +150,11 @@ struct ManagerPage {
     written_remotely: bool,
     /// A copy of the page sent ahead was invalidated unused (cleared by a read request).
     ahead_wasted: bool,
+    /// Nodes that asked to read the page: the home pushes them a copy at its barrier
+    /// arrivals after writing it (`sc_single_writer_push.rs`).
+    consumers: NodeSet,
+    /// Pushes left before the consumers must ask again (`push::PUSH_BUDGET` per request).
+    push_budget: u8,
     /// How sure the manager is that the page migrates: raised each time a node that read it
     /// writes it while holding the only copy besides the owner's (the last writer), reset when
     /// another pattern shows. From [`MIGRATORY_CONFIDENCE`] on, read requests move ownership
@@ -202,6 +218,15 @@ pub struct ScSingleWriter {
     last_request: Option<PageId>,
     /// Node side: remembered pairs, by first page (see [`Pair`]).
     pairs: HashMap<PageId, Pair>,
+    /// Node side: releases and barrier arrivals of this node so far (the release epoch).
+    epoch: u64,
+    /// Node side: the minimum hold (see [`Holds`]).
+    holds: Holds,
+    /// Producer–consumer push at barrier arrivals (`sc_single_writer_push.rs`).
+    push: bool,
+    /// Pages homed here that this node wrote since its last barrier arrival and that have
+    /// consumers: pushed at the next one.
+    to_push: Vec<PageId>,
     stats: ProtocolStats,
 }
 
@@ -229,6 +254,19 @@ impl ScSingleWriter {
         self
     }
 
+    /// With the minimum hold of `ns` (see [`Holds`]; 0 = off). Needs a context with a clock
+    /// (`Context::now`) and a caller of [`Protocol::on_timer`].
+    pub fn with_hold(mut self, ns: u64) -> Self {
+        self.holds.hold_ns = ns;
+        self
+    }
+
+    /// With the producer–consumer push at barrier arrivals (`sc_single_writer_push.rs`).
+    pub fn with_push(mut self) -> Self {
+        self.push = true;
+        self
+    }
+
     /// No node has dealt with `page`: this node never touched it and, if it is the home, no
     /// request for it ever reached the manager.
     fn untouched(&self, page: PageId) -> bool {
@@ -244,6 +282,7 @@ impl ScSingleWriter {
             upgrade_wanted: false,
             exclusive: false,
             paired: false,
+            lost_in: None,
         })
     }
 
@@ -255,6 +294,8 @@ impl ScSingleWriter {
             queue: VecDeque::new(),
             written_remotely: false,
             ahead_wasted: false,
+            consumers: NodeSet::new(),
+            push_budget: 0,
             migratory: 0,
         })
     }
@@ -295,6 +336,16 @@ impl ScSingleWriter {
     }
 
     fn handle(&mut self, ctx: &dyn Context, from: NodeId, msg: &ProtoMsg, out: &mut Vec<Action>) {
+        if let ProtoMsg::FwdRead { page, .. }
+        | ProtoMsg::FwdWrite { page, .. }
+        | ProtoMsg::FwdExclusive { page, .. } = *msg
+        {
+            if self.holds.is_held(page, ctx.now()) {
+                self.holds.deferred.push((from, msg.clone()));
+                self.stats.requests_held += 1;
+                return;
+            }
+        }
         match *msg {
             // ---- manager side ----
             ProtoMsg::ReadReq { page } => self.mgr_request(ctx, page, from, Access::Read, out),
@@ -311,6 +362,7 @@ impl ScSingleWriter {
                 self.exclusive_given_up(ctx, page, out);
                 if self.node_page(ctx, page).access == Access::Write {
                     self.set_access(ctx, page, Access::Read, out);
+                    self.access_taken(ctx, page);
                 }
                 self.send(
                     ctx,
@@ -352,6 +404,7 @@ impl ScSingleWriter {
             ProtoMsg::Inval { page } => {
                 if self.node_page(ctx, page).access != Access::None {
                     self.stats.invalidations += 1;
+                    self.access_taken(ctx, page);
                 }
                 self.set_access(ctx, page, Access::None, out);
                 self.send(ctx, from, ProtoMsg::InvalAck { page }, None, out);
@@ -439,6 +492,7 @@ impl ScSingleWriter {
             self.send(ctx, to, grant, None, out);
         }
         self.node_page(ctx, page).is_owner = false;
+        self.access_taken(ctx, page);
     }
 
     /// Installs a grant of `access` (with ownership if `exclusive`: the only copy, read-only
@@ -465,10 +519,15 @@ impl ScSingleWriter {
             (access, exclusive)
         };
         if access == Access::Read && np.access >= Access::Read && !exclusive {
-            // An unasked read grant (read-ahead) crossed this node's own request for the
-            // page: the copy held is the same, and the manager counts this node a reader.
+            // An unasked read grant (read-ahead, a push) crossed this node's own request for
+            // the page: the copy held is the same, and the manager counts this node a reader.
+            // The answer to the request may come from a third node (the owner), whose grant
+            // the manager waits to see confirmed.
             if np.outstanding == Some(Access::Read) {
                 np.outstanding = None;
+            }
+            if from != home {
+                self.send(ctx, home, ProtoMsg::Done { page }, None, out);
             }
             return;
         }
@@ -496,6 +555,10 @@ impl ScSingleWriter {
         if became_owner {
             self.stats.ownership_received += 1;
         }
+        if access == Access::Write {
+            self.maybe_hold(ctx, page);
+            self.note_written(ctx, page);
+        }
         if from != home {
             self.send(ctx, home, ProtoMsg::Done { page }, None, out);
         }
@@ -515,6 +578,8 @@ impl ScSingleWriter {
         self.node_page(ctx, page).exclusive = false;
         self.stats.migratory_upgrades += 1;
         self.set_access(ctx, page, Access::Write, out);
+        self.maybe_hold(ctx, page);
+        self.note_written(ctx, page);
     }
 
     // ---------------- manager ----------------
@@ -527,7 +592,12 @@ impl ScSingleWriter {
         kind: Access,
         out: &mut Vec<Action>,
     ) {
-        self.managed_page(ctx, page).queue.push_back((from, kind));
+        let m = self.managed_page(ctx, page);
+        m.queue.push_back((from, kind));
+        let owned_here = m.owner == ctx.me() && from != ctx.me();
+        if owned_here && self.holds.is_held(page, ctx.now()) {
+            self.stats.requests_held += 1;
+        }
         self.mgr_advance(ctx, page, out);
     }
 
@@ -538,9 +608,14 @@ impl ScSingleWriter {
             // to itself, say): they take effect before the next operation looks at this node's
             // access or contents, as they would in per-pair FIFO order.
             self.drain_local(ctx, out);
+            let held = self.holds.is_held(page, ctx.now());
+            let me = ctx.me();
             let m = self.managed_page(ctx, page);
             if m.busy.is_some() {
                 return;
+            }
+            if held && m.owner == me && m.queue.front().is_some_and(|&(req, _)| req != me) {
+                return; // this node holds the page: the request waits for the hold's end
             }
             let Some((req, kind)) = m.queue.pop_front() else {
                 return;
@@ -562,6 +637,7 @@ impl ScSingleWriter {
         out: &mut Vec<Action>,
     ) {
         let me = ctx.me();
+        self.note_consumer(ctx, page, reader);
         let owner = self.managed_page(ctx, page).owner;
         let grant_read = |with_data| ProtoMsg::Grant {
             page,
@@ -575,6 +651,7 @@ impl ScSingleWriter {
             self.exclusive_given_up(ctx, page, out);
             if self.node_page(ctx, page).access == Access::Write {
                 self.set_access(ctx, page, Access::Read, out);
+                self.access_taken(ctx, page);
             }
             self.send(ctx, reader, grant_read(true), Some(page), out);
             self.managed_page(ctx, page).copyset.insert(reader);
@@ -957,6 +1034,11 @@ impl Protocol for ScSingleWriter {
         if self.request(ctx, page, access, out) {
             self.learn_pair(ctx, page, access);
             self.request_paired(ctx, page, out);
+            if ctx.home(page) != ctx.me() || self.managed_page(ctx, page).owner != ctx.me() {
+                // The thread waits for another node: pages held for it would only keep
+                // that node waiting too (each holding what the other needs next).
+                self.end_holds_now(ctx, out);
+            }
         }
         self.drain_local(ctx, out);
     }
@@ -973,7 +1055,17 @@ impl Protocol for ScSingleWriter {
         self.drain_local(ctx, out);
     }
 
-    fn on_release(&mut self, _ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+    fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        self.end_holds(ctx, out);
+        out.push(Action::ReleaseDone {
+            token,
+            notices: Vec::new(),
+        });
+    }
+
+    fn on_barrier_arrive(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        self.end_holds(ctx, out);
+        self.push_written(ctx, out);
         out.push(Action::ReleaseDone {
             token,
             notices: Vec::new(),
@@ -990,9 +1082,19 @@ impl Protocol for ScSingleWriter {
         out.push(Action::AcquireDone { token });
     }
 
-    /// Releases and acquires never do anything here.
+    /// Releases and acquires do nothing here while no page is held and none waits to be
+    /// pushed: a release ends the holds (see [`Holds`]) and a barrier arrival pushes, so
+    /// they must run then.
     fn quiescent(&self) -> bool {
-        true
+        self.holds.until.is_empty() && self.to_push.is_empty()
+    }
+
+    fn next_timer(&self) -> Option<u64> {
+        self.holds.until.front().map(|&(t, _)| t)
+    }
+
+    fn on_timer(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+        self.end_due_holds(ctx, out);
     }
 
     fn stats(&self) -> ProtocolStats {
@@ -1011,12 +1113,19 @@ impl Protocol for ScSingleWriter {
         for s in self.streams.values_mut() {
             s.unconfirmed.retain(|p| !pages.contains(p));
         }
+        self.holds.until.retain(|(_, p)| !pages.contains(p));
+        self.to_push.retain(|p| !pages.contains(p));
+        self.holds
+            .deferred
+            .retain(|(_, m)| !pages.contains(&m.page()));
         true
     }
 
     fn configure(&mut self, opts: &svm_core::protocol::ProtocolOptions) {
         self.prefetch = opts.read_ahead;
         self.fault_around = FaultAround::new(opts.fault_around);
+        self.holds.hold_ns = opts.hold_ns;
+        self.push = opts.push;
     }
 
     fn describe(&self, page: PageId) -> String {
@@ -1045,3 +1154,11 @@ impl Protocol for ScSingleWriter {
 #[cfg(test)]
 #[path = "sc_single_writer_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sc_single_writer_hold_tests.rs"]
+mod hold_tests;
+
+#[cfg(test)]
+#[path = "sc_single_writer_push_tests.rs"]
+mod push_tests;

@@ -360,6 +360,9 @@ struct SimCtx {
     me: NodeId,
     nodes: NodeId,
     home: HomeFn,
+    /// Virtual time: it moves only when a protocol timer runs (`Choice::Timer`), to that
+    /// timer's time, so any step may come between arming a timer and its end.
+    now: u64,
 }
 
 impl Context for SimCtx {
@@ -371,6 +374,9 @@ impl Context for SimCtx {
     }
     fn home(&self, page: PageId) -> NodeId {
         (self.home)(page)
+    }
+    fn now(&self) -> u64 {
+        self.now
     }
 }
 
@@ -400,6 +406,8 @@ enum Choice {
     Thread(ThreadId),
     /// The linger time of a released lock token on a node passes (`SyncEvent::Linger`).
     Linger(NodeId, u64),
+    /// A node's protocol timer comes due (`Protocol::next_timer`, sc-sw's minimum hold).
+    Timer(NodeId),
 }
 
 type SimResult<T = ()> = Result<T, SimErrorKind>;
@@ -445,6 +453,7 @@ impl Cluster {
                     me,
                     nodes: cfg.nodes,
                     home: cfg.home.clone(),
+                    now: 0,
                 },
                 proto: factory(me),
                 sync: SyncState::new(me, cfg.nodes),
@@ -602,6 +611,11 @@ impl Cluster {
                     self.choices.push(Choice::Linger(node, lock));
                 }
             }
+            for (i, nd) in self.nodes.iter().enumerate() {
+                if self.crashed != Some(i as NodeId) && nd.proto.next_timer().is_some() {
+                    self.choices.push(Choice::Timer(i as NodeId));
+                }
+            }
             let mut unfinished = false;
             for (i, t) in self.threads.iter().enumerate() {
                 match t.state {
@@ -641,6 +655,15 @@ impl Cluster {
                     let mut ev = Vec::new();
                     self.nodes[node as usize].sync.linger_expired(lock, &mut ev);
                     self.sync_events(node, ev)?;
+                }
+                Choice::Timer(node) => {
+                    let nd = &mut self.nodes[node as usize];
+                    if let Some(due) = nd.proto.next_timer() {
+                        nd.ctx.now = nd.ctx.now.max(due);
+                    }
+                    let mut out = Vec::new();
+                    nd.proto.on_timer(&nd.ctx, &mut out);
+                    self.exec(node, out, None)?;
                 }
             }
             if self.cfg.check_single_writer {

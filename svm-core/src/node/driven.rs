@@ -72,18 +72,20 @@ impl Node {
     }
 
     /// When the engine's next timer is due (ns, on the driver's clock): the earliest end of a
-    /// lock linger; None without one. The engine thread polls without sleeping until then;
-    /// a driver calls [`Node::poll_timers`] at that time.
+    /// lock linger or protocol timer (sc-sw's minimum hold); None without one. The engine
+    /// thread polls without sleeping until then; a driver calls [`Node::poll_timers`] at that
+    /// time.
     pub fn poll_at(&self) -> Option<u64> {
-        self.lock_state().lingers.iter().map(|&(t, _)| t).min()
+        Self::next_timer(&self.lock_state())
     }
 
-    /// Lets time pass to `now`: ends the lock lingers due by then (their tokens move on to
-    /// the nodes waiting for them) and checks the deadlines the engine thread checks (a send
-    /// to a closed peer without its Goodbye, a fault waiting past `SVM_TIMEOUT`).
+    /// Lets time pass to `now`: runs the timers due by then (lingering lock tokens move on to
+    /// the nodes waiting for them, held pages are given up) and checks the deadlines the
+    /// engine thread checks (a send to a closed peer without its Goodbye, a fault waiting past
+    /// `SVM_TIMEOUT`).
     pub fn poll_timers(&self, now: u64) -> Result<(), EngineError> {
         let mut st = self.state_at(now);
-        self.end_lingers(&mut st)?;
+        self.run_timers(&mut st)?;
         self.check_deadlines(&st)
     }
 

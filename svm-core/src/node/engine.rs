@@ -1,5 +1,5 @@
 //! The engine thread: polling links, faults and wake-ups, sleeping after a short spin, and
-//! ending lock lingers.
+//! running timers (lock lingers, protocol timers).
 
 use super::*;
 
@@ -58,8 +58,8 @@ impl Node {
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
             // follows within tens of microseconds), then sleep in epoll.
-            let lingering = self.lingering.load(Ordering::Acquire);
-            let timeout = if idle_polls < spin_polls || lingering {
+            let timed = self.timers_armed.load(Ordering::Acquire);
+            let timeout = if idle_polls < spin_polls || timed {
                 0
             } else {
                 100
@@ -72,7 +72,7 @@ impl Node {
             }
             if tokens.is_empty() {
                 idle_polls = idle_polls.saturating_add(1);
-                if idle_polls < spin_polls || lingering {
+                if idle_polls < spin_polls || timed {
                     std::thread::yield_now();
                 } else if timeout > 0 {
                     // A whole sleep passed without a wake-up: look at every link anyway, so a
@@ -132,10 +132,10 @@ impl Node {
                 }
             }
             let check = now_ns().saturating_sub(last_check) >= DEADLINE_CHECK_NS;
-            if lingering || check {
+            if timed || check {
                 let mut st = self.lock_state();
-                if lingering {
-                    self.end_lingers(&mut st)?;
+                if timed {
+                    self.run_timers(&mut st)?;
                 }
                 if check {
                     last_check = st.now;
@@ -242,8 +242,24 @@ impl Node {
         self.handle_msg(st, from, f.msg, f.data)
     }
 
-    /// Moves on the lock tokens whose linger time has passed by the step's time.
-    pub(super) fn end_lingers(&self, st: &mut EngineState) -> Result<(), EngineError> {
+    /// Arms the engine's timers: a linger or a protocol timer was just set. The engine may be
+    /// asleep in epoll: it must run them in time.
+    pub(super) fn arm_timers(&self) {
+        if !self.timers_armed.swap(true, Ordering::AcqRel) {
+            self.wake.signal();
+        }
+    }
+
+    /// The earliest armed timer: a linger's end or a protocol's `next_timer` (ns, as `now`).
+    pub(super) fn next_timer(st: &EngineState) -> Option<u64> {
+        let lingers = st.lingers.iter().map(|&(t, _)| t);
+        let protocols = st.protocols.iter().flatten().filter_map(|p| p.next_timer());
+        lingers.chain(protocols).min()
+    }
+
+    /// Runs the timers due by the step's time: moves on the lock tokens whose linger has
+    /// passed, and calls `on_timer` of each protocol whose `next_timer` has come.
+    pub(super) fn run_timers(&self, st: &mut EngineState) -> Result<(), EngineError> {
         let mut ended = Vec::new();
         let now = st.now;
         st.lingers.retain(|&(t, lock)| {
@@ -259,9 +275,18 @@ impl Node {
             st.sync.linger_expired(lock, &mut evs);
             self.run_sync_events(st, evs)?;
         }
+        for id in 0..st.protocols.len() {
+            let ctx = self.ctx(now);
+            let mut acts = Vec::new();
+            match st.protocols[id].as_mut() {
+                Some(p) if p.next_timer().is_some_and(|t| t <= now) => p.on_timer(&ctx, &mut acts),
+                _ => continue,
+            }
+            self.run_actions(st, id as u8, acts, &[])?;
+        }
         self.drain_loopback(st)?;
-        if st.lingers.is_empty() {
-            self.lingering.store(false, Ordering::Release);
+        if Self::next_timer(st).is_none() {
+            self.timers_armed.store(false, Ordering::Release);
         }
         Ok(())
     }

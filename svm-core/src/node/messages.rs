@@ -81,12 +81,13 @@ impl Node {
         match msg {
             Msg::Proto { proto, msg } => {
                 let mut acts = Vec::new();
+                let ctx = self.ctx(st.now);
                 match st
                     .protocols
                     .get_mut(proto as usize)
                     .and_then(|p| p.as_mut())
                 {
-                    Some(p) => p.on_message(&self.ctx(), from, &msg, data.len(), &mut acts),
+                    Some(p) => p.on_message(&ctx, from, &msg, data.len(), &mut acts),
                     None => return Err(EngineError::UnknownProtocol { from, proto }),
                 }
                 self.run_actions(st, proto, acts, data)?;

@@ -175,6 +175,8 @@ impl Node {
             c.migratory_upgrades += ps.migratory_upgrades;
             c.pages_paired += ps.pages_paired;
             c.pairs_dropped += ps.pairs_dropped;
+            c.requests_held += ps.requests_held;
+            c.pages_pushed += ps.pages_pushed;
         }
         Stats::from_counters(
             &c,

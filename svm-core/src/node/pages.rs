@@ -18,6 +18,12 @@ impl Node {
         // A protocol hook just ran: before any action can wake a thread, tell the lock fast
         // path whether the protocols are still quiescent.
         self.note_protocols(st)?;
+        if st.protocols[proto as usize]
+            .as_ref()
+            .is_some_and(|p| p.next_timer().is_some())
+        {
+            self.arm_timers();
+        }
         let ps = self.space.page_size();
         let mut actions = actions.into_iter().peekable();
         while let Some(a) = actions.next() {
@@ -384,12 +390,13 @@ impl Node {
         need: Access,
     ) -> Result<(), EngineError> {
         let mut acts = Vec::new();
+        let ctx = self.ctx(st.now);
         match st
             .protocols
             .get_mut(proto as usize)
             .and_then(|p| p.as_mut())
         {
-            Some(p) => p.on_fault(&self.ctx(), page, need, &mut acts),
+            Some(p) => p.on_fault(&ctx, page, need, &mut acts),
             None => return Err(EngineError::MissingProtocol { page, proto }),
         }
         self.run_actions(st, proto, acts, &[])

@@ -37,10 +37,7 @@ impl Node {
                 SyncEvent::Linger { lock } => {
                     let until = st.now + crate::sync::LOCK_LINGER.as_nanos() as u64;
                     st.lingers.push((until, lock));
-                    if !self.lingering.swap(true, Ordering::AcqRel) {
-                        // The engine may be asleep: it must end the linger in time.
-                        self.wake.signal();
-                    }
+                    self.arm_timers();
                 }
                 SyncEvent::BarrierDone {
                     barrier,
@@ -150,8 +147,9 @@ impl Node {
         st.fanin.insert(token, (ids.len(), Vec::new()));
         for id in ids {
             let mut acts = Vec::new();
+            let ctx = self.ctx(st.now);
             if let Some(p) = st.protocols[id as usize].as_mut() {
-                hook(p.as_mut(), &self.ctx(), &mut acts);
+                hook(p.as_mut(), &ctx, &mut acts);
             }
             self.run_actions(st, id, acts, &[])?;
         }

@@ -1,0 +1,218 @@
+//! Unit tests of sc-sw's minimum hold (`SVM_HOLD_US`), driven without a cluster on a clock
+//! the test sets.
+
+use super::*;
+
+const P: PageId = 7;
+const Q: PageId = 9;
+const HOLD: u64 = 1_000;
+
+/// A context with a clock: node `me` of 3, every page homed at `home`.
+struct Timed {
+    me: NodeId,
+    home: NodeId,
+    now: u64,
+}
+
+impl Context for Timed {
+    fn me(&self) -> NodeId {
+        self.me
+    }
+    fn nodes(&self) -> NodeId {
+        3
+    }
+    fn home(&self, _page: PageId) -> NodeId {
+        self.home
+    }
+    fn now(&self) -> u64 {
+        self.now
+    }
+}
+
+/// Protocol `p` of node `me` (pages homed at `home`) at time `now`.
+struct At<'a> {
+    p: &'a mut ScSingleWriter,
+    ctx: Timed,
+}
+
+impl At<'_> {
+    fn at(&mut self, now: u64) -> &mut Self {
+        self.ctx.now = now;
+        self
+    }
+    fn fault(&mut self, page: PageId, a: Access) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.p.on_fault(&self.ctx, page, a, &mut out);
+        out
+    }
+    fn msg(&mut self, from: NodeId, m: ProtoMsg) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.p.on_message(&self.ctx, from, &m, 0, &mut out);
+        out
+    }
+    fn timer(&mut self) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.p.on_timer(&self.ctx, &mut out);
+        out
+    }
+    fn release(&mut self, token: u64) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.p.on_release(&self.ctx, token, &mut out);
+        out
+    }
+}
+
+fn node(p: &mut ScSingleWriter, me: NodeId, home: NodeId) -> At<'_> {
+    At {
+        p,
+        ctx: Timed { me, home, now: 0 },
+    }
+}
+
+fn write_grant(page: PageId) -> ProtoMsg {
+    ProtoMsg::Grant {
+        page,
+        access: Access::Write,
+        with_data: true,
+    }
+}
+
+fn fwd_write(page: PageId, to: NodeId) -> ProtoMsg {
+    ProtoMsg::FwdWrite {
+        page,
+        to,
+        with_data: true,
+    }
+}
+
+/// The grant of `page` with its contents to `to`, as the owner sends it on giving it up.
+fn gives(out: &[Action], page: PageId, to: NodeId) -> bool {
+    out.iter().any(|a| {
+        matches!(a, Action::Send { to: t, msg: ProtoMsg::Grant { page: p, access: Access::Write, .. }, attach: Some(_) }
+            if *t == to && *p == page)
+    })
+}
+
+/// Node 1 (pages homed at node 0) writes P, loses it to node 2, and writes it again: the
+/// second write access is held from `t`.
+fn regain_after_loss(n: &mut At<'_>, t: u64) {
+    n.at(0).fault(P, Access::Write);
+    n.msg(0, write_grant(P));
+    assert!(n.p.next_timer().is_none(), "first write access: no hold");
+    let out = n.at(10).msg(0, fwd_write(P, 2));
+    assert!(gives(&out, P, 2), "not held: given at once: {out:?}");
+    n.at(20).fault(P, Access::Write);
+    n.at(t).msg(0, write_grant(P));
+}
+
+#[test]
+fn a_page_written_again_after_another_node_took_it_is_kept_until_the_hold_ends() {
+    let mut p = ScSingleWriter::new().with_hold(HOLD);
+    let mut n = node(&mut p, 1, 0);
+    regain_after_loss(&mut n, 100);
+    assert_eq!(n.p.next_timer(), Some(100 + HOLD));
+    assert!(!n.p.quiescent(), "a release must run while a page is held");
+    let out = n.at(150).msg(0, fwd_write(P, 2));
+    assert!(out.is_empty(), "the request waits: {out:?}");
+    assert_eq!(n.p.stats().requests_held, 1);
+    assert!(
+        n.at(100 + HOLD - 1).timer().is_empty(),
+        "not before the hold ends"
+    );
+    let out = n.at(100 + HOLD).timer();
+    assert!(gives(&out, P, 2), "{out:?}");
+    assert!(n.p.next_timer().is_none() && n.p.quiescent());
+    assert!(
+        n.p.describe(P).contains("access None"),
+        "{}",
+        n.p.describe(P)
+    );
+}
+
+#[test]
+fn a_release_ends_every_hold_before_it_completes_and_starts_a_new_epoch() {
+    let mut p = ScSingleWriter::new().with_hold(HOLD);
+    let mut n = node(&mut p, 1, 0);
+    regain_after_loss(&mut n, 100);
+    assert!(n.at(150).msg(0, fwd_write(P, 2)).is_empty());
+    let out = n.at(160).release(5);
+    assert!(gives(&out, P, 2), "{out:?}");
+    assert_eq!(
+        out.last(),
+        Some(&Action::ReleaseDone {
+            token: 5,
+            notices: vec![]
+        }),
+        "the page goes before the release completes"
+    );
+    assert!(n.p.next_timer().is_none());
+    // Lost before the release, written again after it: synchronised sharing, not held.
+    n.at(200).fault(P, Access::Write);
+    n.at(210).msg(0, write_grant(P));
+    assert!(n.p.next_timer().is_none());
+    assert!(gives(&n.at(220).msg(0, fwd_write(P, 2)), P, 2));
+}
+
+#[test]
+fn a_node_whose_thread_waits_for_another_node_holds_nothing() {
+    let mut p = ScSingleWriter::new().with_hold(HOLD);
+    let mut n = node(&mut p, 1, 0);
+    regain_after_loss(&mut n, 100);
+    assert!(n.at(150).msg(0, fwd_write(P, 2)).is_empty());
+    // The thread now needs Q from node 0: the held page goes to the node asking for it.
+    let out = n.at(160).fault(Q, Access::Read);
+    assert!(gives(&out, P, 2), "{out:?}");
+    assert!(out.contains(&Action::Send {
+        to: 0,
+        msg: ProtoMsg::ReadReq { page: Q },
+        attach: None
+    }));
+    assert!(n.p.next_timer().is_none());
+}
+
+#[test]
+fn a_home_that_owns_a_held_page_keeps_requests_in_its_queue_until_the_hold_ends() {
+    // Node 0 is the home: it writes P, node 1 takes it, node 0 takes it back.
+    let mut p = ScSingleWriter::with_prefetch(0).with_hold(HOLD);
+    let mut h = node(&mut p, 0, 0);
+    assert!(h
+        .at(0)
+        .fault(P, Access::Write)
+        .contains(&Action::SetAccess {
+            page: P,
+            access: Access::Write
+        }));
+    let out = h.at(10).msg(1, ProtoMsg::WriteReq { page: P });
+    assert!(gives(&out, P, 1), "{out:?}");
+    let out = h.at(20).fault(P, Access::Write);
+    assert!(out.contains(&Action::Send {
+        to: 1,
+        msg: fwd_write(P, 0),
+        attach: None
+    }));
+    h.at(30).msg(1, write_grant(P));
+    assert_eq!(h.p.next_timer(), Some(30 + HOLD));
+    // Node 1 asks again, and node 2 reads: both wait in the manager's queue, in order.
+    assert!(h.at(40).msg(1, ProtoMsg::WriteReq { page: P }).is_empty());
+    assert!(h.at(50).msg(2, ProtoMsg::ReadReq { page: P }).is_empty());
+    assert_eq!(h.p.stats().requests_held, 2);
+    let out = h.at(30 + HOLD).timer();
+    assert!(gives(&out, P, 1), "{out:?}");
+    assert!(
+        out.contains(&Action::Send {
+            to: 1,
+            msg: ProtoMsg::FwdRead { page: P, to: 2 },
+            attach: None
+        }),
+        "the read queued behind goes on to the new owner: {out:?}"
+    );
+}
+
+#[test]
+fn without_a_hold_a_page_written_again_is_given_up_at_once() {
+    let mut p = ScSingleWriter::new();
+    let mut n = node(&mut p, 1, 0);
+    regain_after_loss(&mut n, 100);
+    assert!(n.p.next_timer().is_none() && n.p.quiescent());
+    assert!(gives(&n.at(150).msg(0, fwd_write(P, 2)), P, 2));
+}

@@ -1,0 +1,100 @@
+//! sc-sw's producer–consumer push: at its barrier arrival, a home sends a read copy of each
+//! page it wrote since its last barrier to the nodes that asked to read that page before
+//! (its *consumers*), so their reads after the barrier find the page (a stencil's boundary
+//! rows: one read fault per page and iteration saved).
+//!
+//! Each push is exactly a read grant the manager could have made on request at that moment:
+//! the home lowers its own access to read before it reads the page into the grants, adds the
+//! consumers to the copyset, and the next write anywhere invalidates them as usual — so
+//! sequential consistency holds as for any read grant (the consumer installs it like a
+//! read-ahead grant, see `install_grant`). Only pages homed and owned by the writer, with no
+//! operation under way or queued and never written by another node, are pushed. A consumer
+//! gets [`PUSH_BUDGET`] pushes per read request: one that stopped reading the page costs at
+//! most that many needless copies (and the invalidations of them), then must ask again.
+
+use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
+
+use super::ScSingleWriter;
+
+/// Pushes to a page's consumers per read request of theirs.
+pub(super) const PUSH_BUDGET: u8 = 8;
+
+impl ScSingleWriter {
+    /// The manager granted `reader` a read copy it asked for: it consumes the page.
+    pub(super) fn note_consumer(&mut self, ctx: &dyn Context, page: PageId, reader: NodeId) {
+        if !self.push || reader == ctx.me() {
+            return;
+        }
+        let m = self.managed_page(ctx, page);
+        m.consumers.insert(reader);
+        m.push_budget = PUSH_BUDGET;
+    }
+
+    /// This node got write access to `page`: if it is the page's home and the page has
+    /// consumers, push it at the next barrier arrival.
+    pub(super) fn note_written(&mut self, ctx: &dyn Context, page: PageId) {
+        if !self.push || ctx.home(page) != ctx.me() {
+            return;
+        }
+        let consumed = self
+            .managed
+            .get(&page)
+            .is_some_and(|m| !m.consumers.is_empty() && !m.written_remotely);
+        if consumed {
+            self.to_push.push(page);
+        }
+    }
+
+    /// At this node's barrier arrival: sends read copies of the pages it wrote to their
+    /// consumers (see the module docs).
+    pub(super) fn push_written(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+        let me = ctx.me();
+        let mut pages = std::mem::take(&mut self.to_push);
+        pages.sort_unstable();
+        pages.dedup();
+        for page in pages {
+            let Some(m) = self.managed.get_mut(&page) else {
+                continue;
+            };
+            if m.owner != me || m.busy.is_some() || !m.queue.is_empty() || m.written_remotely {
+                continue;
+            }
+            // Held exclusively (a migratory page, a paired write not yet used): a write here
+            // takes write access without a message, so no other copy may exist.
+            if self.pages.get(&page).is_some_and(|np| np.exclusive) {
+                continue;
+            }
+            let Some(m) = self.managed.get_mut(&page) else {
+                continue;
+            };
+            let targets: Vec<NodeId> = m
+                .consumers
+                .iter()
+                .filter(|&r| r != me && !m.copyset.contains(r))
+                .collect();
+            if targets.is_empty() {
+                continue;
+            }
+            m.push_budget = m.push_budget.saturating_sub(1);
+            if m.push_budget == 0 {
+                m.consumers.clear();
+            }
+            for &r in &targets {
+                m.copyset.insert(r);
+            }
+            // Stop local writes before the contents are read into the grants.
+            if self.node_page(ctx, page).access == Access::Write {
+                self.set_access(ctx, page, Access::Read, out);
+            }
+            for r in targets {
+                let grant = ProtoMsg::Grant {
+                    page,
+                    access: Access::Read,
+                    with_data: true,
+                };
+                self.send(ctx, r, grant, Some(page), out);
+                self.stats.pages_pushed += 1;
+            }
+        }
+    }
+}
