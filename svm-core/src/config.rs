@@ -308,17 +308,16 @@ impl Config {
                     .map_err(|_| invalid("SVM_SPIN", &v, "expected a count"))?,
             ),
         };
-        let prefetch = match get("SVM_PREFETCH") {
-            None => 8,
+        let at_most = |var: &'static str, default: u64, max: u64, unit: &str| match get(var) {
+            None => Ok(default),
             Some(v) => v
                 .trim()
-                .parse::<usize>()
+                .parse::<u64>()
                 .ok()
-                .filter(|p| *p <= 256)
-                .ok_or_else(|| {
-                    invalid("SVM_PREFETCH", &v, "expected a page count from 0 to 256")
-                })?,
+                .filter(|n| *n <= max)
+                .ok_or_else(|| invalid(var, &v, format!("expected {unit} from 0 to {max}"))),
         };
+        let prefetch = at_most("SVM_PREFETCH", 8, 256, "a page count")? as usize;
         let profile = get("SVM_PROFILE").map(std::path::PathBuf::from);
         let trace = get("SVM_TRACE").map(std::path::PathBuf::from);
         if profile.is_some() && profile == trace {
@@ -328,32 +327,8 @@ impl Config {
                 "is also SVM_PROFILE: give the profile and the trace different files",
             ));
         }
-        let fault_around = match get("SVM_FAULT_AROUND") {
-            None => 64,
-            Some(v) => v
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|p| *p <= 4096)
-                .ok_or_else(|| {
-                    invalid(
-                        "SVM_FAULT_AROUND",
-                        &v,
-                        "expected a page count from 0 to 4096",
-                    )
-                })?,
-        };
-        let hold_us = match get("SVM_HOLD_US") {
-            None => DEFAULT_HOLD_US,
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|h| *h <= 1_000_000)
-                .ok_or_else(|| {
-                    invalid("SVM_HOLD_US", &v, "expected microseconds from 0 to 1000000")
-                })?,
-        };
+        let fault_around = at_most("SVM_FAULT_AROUND", 64, 4096, "a page count")? as usize;
+        let hold_us = at_most("SVM_HOLD_US", DEFAULT_HOLD_US, 1_000_000, "microseconds")?;
         let push = match get("SVM_PUSH").as_deref().map(str::trim) {
             None | Some("1") => true,
             Some("0") => false,
