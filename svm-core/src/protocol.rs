@@ -160,6 +160,9 @@ pub struct ProtocolStats {
     /// Read copies this node pushed, as a home, to the readers of pages it wrote, at its
     /// barrier arrivals (sc-sw's producer–consumer push, `SVM_PUSH`).
     pub pages_pushed: u64,
+    /// Pushed copies this node dropped at its barrier arrival after a phase of use, so their
+    /// homes could write them again without an invalidation (sc-sw, `SVM_PUSH`).
+    pub copies_dropped: u64,
 }
 
 /// A page coherence protocol (one instance per node per protocol in use).

@@ -143,6 +143,8 @@ pub struct Counters {
     pub requests_held: u64,
     /// Read copies pushed to consumers at barrier arrivals (sc-sw, `SVM_PUSH`).
     pub pages_pushed: u64,
+    /// Pushed copies dropped after a phase of use (sc-sw, `SVM_PUSH`).
+    pub copies_dropped: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
     pub fault_detect_ns: Histogram,
     /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
@@ -201,6 +203,9 @@ pub struct Stats {
     /// Read copies this node pushed, as a home, to the readers of pages it wrote, at its
     /// barrier arrivals (sc-sw, `SVM_PUSH`).
     pub pages_pushed: u64,
+    /// Pushed copies this node dropped at its barrier arrivals after a phase of use, so
+    /// their homes could write them again without an invalidation (sc-sw, `SVM_PUSH`).
+    pub copies_dropped: u64,
 }
 
 impl Stats {
@@ -245,6 +250,7 @@ impl Stats {
             pairs_dropped: c.pairs_dropped,
             requests_held: c.requests_held,
             pages_pushed: c.pages_pushed,
+            copies_dropped: c.copies_dropped,
         }
     }
 
@@ -278,7 +284,7 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} pushed={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} pushed={} dropped={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
@@ -290,7 +296,8 @@ impl fmt::Display for Stats {
             self.pages_paired,
             self.pairs_dropped,
             self.requests_held,
-            self.pages_pushed
+            self.pages_pushed,
+            self.copies_dropped
         )?;
         writeln!(
             f,

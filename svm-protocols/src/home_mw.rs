@@ -364,7 +364,10 @@ impl HomeMw {
             | ProtoMsg::Done { .. }
             | ProtoMsg::FwdExclusive { .. }
             | ProtoMsg::GrantExclusive { .. }
-            | ProtoMsg::ExclusiveUnused { .. } => {}
+            | ProtoMsg::ExclusiveUnused { .. }
+            | ProtoMsg::Push { .. }
+            | ProtoMsg::Dropped { .. }
+            | ProtoMsg::DropAck { .. } => {}
         }
     }
 

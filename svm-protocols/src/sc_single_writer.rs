@@ -106,6 +106,10 @@ struct NodePage {
     /// nodes write the page between two synchronisations (false sharing, or a race), and the
     /// page is held (see [`Holds`]).
     lost_in: Option<u64>,
+    /// This node dropped its pushed copy and told the home (`ProtoMsg::Dropped`), which has
+    /// not answered yet: a push arriving meanwhile left the home before it took this node out
+    /// of the copyset, so it is discarded (`sc_single_writer_push.rs`).
+    drop_pending: bool,
 }
 
 /// An operation the manager has started and not yet completed.
@@ -227,6 +231,11 @@ pub struct ScSingleWriter {
     /// Pages homed here that this node wrote since its last barrier arrival and that have
     /// consumers: pushed at the next one.
     to_push: Vec<PageId>,
+    /// Pushed copies received since this node's last barrier departure.
+    pushed_new: Vec<PageId>,
+    /// Pushed copies this node has had through a whole phase (since the departure before the
+    /// last): dropped at its next barrier arrival, before their home writes them again.
+    pushed_live: Vec<PageId>,
     stats: ProtocolStats,
 }
 
@@ -283,6 +292,7 @@ impl ScSingleWriter {
             exclusive: false,
             paired: false,
             lost_in: None,
+            drop_pending: false,
         })
     }
 
@@ -417,6 +427,9 @@ impl ScSingleWriter {
             ProtoMsg::GrantExclusive { page, with_data } => {
                 self.install_grant(ctx, page, Access::Read, with_data, true, from, out)
             }
+            ProtoMsg::Push { page } => self.install_push(ctx, page, from, out),
+            ProtoMsg::Dropped { page } => self.mgr_dropped(ctx, page, from, out),
+            ProtoMsg::DropAck { page } => self.node_page(ctx, page).drop_pending = false,
             // Multiple-writer traffic never reaches an sc-sw instance (each region has one
             // protocol); a stray one is ignored like any other stray message.
             ProtoMsg::Diffs { .. } | ProtoMsg::DiffAck { .. } => {}
@@ -510,6 +523,12 @@ impl ScSingleWriter {
     ) {
         let home = ctx.home(page);
         let np = self.node_page(ctx, page);
+        if np.drop_pending && from == home && access == Access::Read && !exclusive {
+            // Sent unasked (read-ahead, a push) before the home took this node out of the
+            // copyset for its dropped copy: the home does not count this copy. (An answer to
+            // a request of this node comes after the home's `DropAck`.)
+            return;
+        }
         let granted = access;
         let (access, exclusive) = if access == Access::Write && np.paired && !exclusive {
             // Asked for through a pair and not faulted on yet: hold it as the only copy,
@@ -1065,11 +1084,24 @@ impl Protocol for ScSingleWriter {
 
     fn on_barrier_arrive(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
         self.end_holds(ctx, out);
+        self.drop_consumed(ctx, out);
         self.push_written(ctx, out);
         out.push(Action::ReleaseDone {
             token,
             notices: Vec::new(),
         });
+    }
+
+    fn on_barrier_depart(
+        &mut self,
+        _ctx: &dyn Context,
+        token: u64,
+        _notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        let new = std::mem::take(&mut self.pushed_new);
+        self.pushed_live.extend(new);
+        out.push(Action::AcquireDone { token });
     }
 
     fn on_acquire(
@@ -1083,10 +1115,13 @@ impl Protocol for ScSingleWriter {
     }
 
     /// Releases and acquires do nothing here while no page is held and none waits to be
-    /// pushed: a release ends the holds (see [`Holds`]) and a barrier arrival pushes, so
-    /// they must run then.
+    /// pushed or dropped: a release ends the holds (see [`Holds`]), a barrier arrival pushes
+    /// and drops, and a barrier departure ages the pushed copies, so they must run then.
     fn quiescent(&self) -> bool {
-        self.holds.until.is_empty() && self.to_push.is_empty()
+        self.holds.until.is_empty()
+            && self.to_push.is_empty()
+            && self.pushed_new.is_empty()
+            && self.pushed_live.is_empty()
     }
 
     fn next_timer(&self) -> Option<u64> {
@@ -1115,6 +1150,8 @@ impl Protocol for ScSingleWriter {
         }
         self.holds.until.retain(|(_, p)| !pages.contains(p));
         self.to_push.retain(|p| !pages.contains(p));
+        self.pushed_new.retain(|p| !pages.contains(p));
+        self.pushed_live.retain(|p| !pages.contains(p));
         self.holds
             .deferred
             .retain(|(_, m)| !pages.contains(&m.page()));

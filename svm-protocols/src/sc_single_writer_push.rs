@@ -87,14 +87,66 @@ impl ScSingleWriter {
                 self.set_access(ctx, page, Access::Read, out);
             }
             for r in targets {
-                let grant = ProtoMsg::Grant {
-                    page,
-                    access: Access::Read,
-                    with_data: true,
-                };
-                self.send(ctx, r, grant, Some(page), out);
+                self.send(ctx, r, ProtoMsg::Push { page }, Some(page), out);
                 self.stats.pages_pushed += 1;
             }
         }
+    }
+}
+
+impl ScSingleWriter {
+    /// A push from `page`'s home: installed as an unasked read grant (which `install_grant`
+    /// discards while this node's drop of an earlier copy is unanswered: the home sent it
+    /// before it took the node out of the copyset).
+    pub(super) fn install_push(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        from: NodeId,
+        out: &mut Vec<Action>,
+    ) {
+        let had = self.node_page(ctx, page).access;
+        self.install_grant(ctx, page, Access::Read, true, false, from, out);
+        if had == Access::None && self.node_page(ctx, page).access == Access::Read {
+            self.pushed_new.push(page);
+        }
+    }
+
+    /// At this node's barrier arrival: drops the pushed copies it has had through a whole
+    /// phase, telling their homes, so the homes' next writes need no invalidation. A copy
+    /// the node asked for since, owns, or holds with a request under way is kept.
+    pub(super) fn drop_consumed(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+        for page in std::mem::take(&mut self.pushed_live) {
+            let Some(np) = self.pages.get_mut(&page) else {
+                continue;
+            };
+            let droppable = np.access == Access::Read
+                && !np.is_owner
+                && !np.exclusive
+                && np.outstanding.is_none()
+                && !np.drop_pending;
+            if !droppable {
+                continue;
+            }
+            np.drop_pending = true;
+            self.set_access(ctx, page, Access::None, out);
+            self.stats.copies_dropped += 1;
+            self.send(ctx, ctx.home(page), ProtoMsg::Dropped { page }, None, out);
+        }
+    }
+
+    /// Manager: `from` dropped its copy of `page`.
+    pub(super) fn mgr_dropped(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        from: NodeId,
+        out: &mut Vec<Action>,
+    ) {
+        let m = self.managed_page(ctx, page);
+        if m.owner != from {
+            m.copyset.remove(from);
+        }
+        self.send(ctx, from, ProtoMsg::DropAck { page }, None, out);
     }
 }

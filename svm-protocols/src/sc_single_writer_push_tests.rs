@@ -36,11 +36,7 @@ fn arrive(h: &mut ScSingleWriter, token: u64) -> Vec<Action> {
 fn pushed_to(out: &[Action], to: NodeId) -> bool {
     out.contains(&Action::Send {
         to,
-        msg: ProtoMsg::Grant {
-            page: P,
-            access: Access::Read,
-            with_data: true,
-        },
+        msg: ProtoMsg::Push { page: P },
         attach: Some(P),
     })
 }
@@ -68,10 +64,16 @@ fn a_home_pushes_the_page_it_wrote_to_its_reader_at_the_barrier_until_the_budget
     let mut h = ScSingleWriter::with_prefetch(0).with_push();
     on_fault(&mut h, P, Access::Write);
     assert!(h.quiescent(), "no reader yet: nothing to push");
-    assert!(pushed_to(
-        &on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P }),
-        1
-    ));
+    let out = on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    assert!(out.contains(&Action::Send {
+        to: 1,
+        msg: ProtoMsg::Grant {
+            page: P,
+            access: Access::Read,
+            with_data: true
+        },
+        attach: Some(P)
+    }));
     for round in 0..PUSH_BUDGET {
         home_writes(&mut h);
         assert!(!h.quiescent(), "a barrier arrival must run to push");
@@ -146,5 +148,92 @@ fn without_push_a_barrier_arrival_only_completes() {
             token: 7,
             notices: vec![]
         }]
+    );
+}
+
+/// Node 1 of 3, a consumer of pages homed at node 0.
+fn consumer_ctx() -> StaticContext<impl Fn(PageId) -> NodeId> {
+    StaticContext {
+        me: 1,
+        nodes: 3,
+        homes: |_| 0,
+    }
+}
+
+#[test]
+fn a_consumer_drops_a_pushed_copy_after_a_phase_and_discards_pushes_its_home_sent_before_the_drop_was_done(
+) {
+    let c = consumer_ctx();
+    let mut n = ScSingleWriter::with_prefetch(0).with_push();
+    let mut out = Vec::new();
+    let mut step = |n: &mut ScSingleWriter, f: &dyn Fn(&mut ScSingleWriter, &mut Vec<Action>)| {
+        out.clear();
+        f(n, &mut out);
+        out.clone()
+    };
+    let push = |n: &mut ScSingleWriter, out: &mut Vec<Action>| {
+        n.on_message(&c, 0, &ProtoMsg::Push { page: P }, 64, out)
+    };
+    let installed = vec![Action::InstallIncoming {
+        page: P,
+        access: Access::Read,
+    }];
+    assert_eq!(step(&mut n, &push), installed);
+    // Arriving at the barrier the push came before: the copy is kept for the next phase.
+    let arrive = |n: &mut ScSingleWriter, out: &mut Vec<Action>| n.on_barrier_arrive(&c, 1, out);
+    let depart =
+        |n: &mut ScSingleWriter, out: &mut Vec<Action>| n.on_barrier_depart(&c, 2, &[], out);
+    assert!(!n.quiescent());
+    assert_eq!(step(&mut n, &arrive).len(), 1, "only ReleaseDone");
+    step(&mut n, &depart);
+    // The next arrival drops it and tells the home.
+    let out = step(&mut n, &arrive);
+    assert_eq!(
+        &out[..2],
+        &[
+            Action::SetAccess {
+                page: P,
+                access: Access::None
+            },
+            Action::Send {
+                to: 0,
+                msg: ProtoMsg::Dropped { page: P },
+                attach: None
+            }
+        ]
+    );
+    assert_eq!(n.stats().copies_dropped, 1);
+    // A push the home sent before it saw the drop is discarded; one after its answer is not.
+    assert!(step(&mut n, &push).is_empty());
+    assert!(n.describe(P).contains("access None"));
+    let ack = |n: &mut ScSingleWriter, out: &mut Vec<Action>| {
+        n.on_message(&c, 0, &ProtoMsg::DropAck { page: P }, 0, out)
+    };
+    step(&mut n, &ack);
+    assert_eq!(step(&mut n, &push), installed);
+}
+
+#[test]
+fn a_home_takes_a_dropped_copy_out_of_the_copyset_so_its_next_write_needs_no_invalidation() {
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    on_fault(&mut h, P, Access::Write);
+    on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    let out = on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    assert_eq!(
+        out,
+        vec![Action::Send {
+            to: 1,
+            msg: ProtoMsg::DropAck { page: P },
+            attach: None
+        }]
+    );
+    let out = on_fault(&mut h, P, Access::Write);
+    assert_eq!(
+        out,
+        vec![Action::SetAccess {
+            page: P,
+            access: Access::Write
+        }],
+        "no invalidation: {out:?}"
     );
 }

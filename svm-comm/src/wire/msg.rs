@@ -108,6 +108,16 @@ pub enum ProtoMsg {
     /// Owner → manager (sc-sw): a page granted exclusive was given up without having been
     /// written here: its readers are not migrating it, grant plain read copies again.
     ExclusiveUnused { page: PageId },
+    /// Home → consumer (sc-sw, at the home's barrier arrival): a read copy of a page the home
+    /// wrote, unasked; the frame's data holds the page. The home counts the consumer a reader.
+    Push { page: PageId },
+    /// Consumer → home (sc-sw, at the consumer's barrier arrival): the pushed copy of `page`
+    /// it read through the last phase is dropped; take it out of the copyset, and answer
+    /// [`ProtoMsg::DropAck`].
+    Dropped { page: PageId },
+    /// Home → consumer: the [`ProtoMsg::Dropped`] for `page` is done; a push sent before it
+    /// (which the consumer discarded) is not counted.
+    DropAck { page: PageId },
 }
 
 /// A write notice travelling with a lock's token.
@@ -212,7 +222,10 @@ impl ProtoMsg {
             | ProtoMsg::Done { page }
             | ProtoMsg::FwdExclusive { page, .. }
             | ProtoMsg::GrantExclusive { page, .. }
-            | ProtoMsg::ExclusiveUnused { page } => *page,
+            | ProtoMsg::ExclusiveUnused { page }
+            | ProtoMsg::Push { page }
+            | ProtoMsg::Dropped { page }
+            | ProtoMsg::DropAck { page } => *page,
         }
     }
 }
@@ -252,6 +265,9 @@ impl Msg {
                 ProtoMsg::FwdExclusive { .. } => "fwd_exclusive",
                 ProtoMsg::GrantExclusive { .. } => "grant_exclusive",
                 ProtoMsg::ExclusiveUnused { .. } => "exclusive_unused",
+                ProtoMsg::Push { .. } => "push",
+                ProtoMsg::Dropped { .. } => "dropped",
+                ProtoMsg::DropAck { .. } => "drop_ack",
             },
             Msg::Sync(s) => match s {
                 SyncMsg::LockAcquire { .. } => "lock_acquire",

@@ -64,6 +64,27 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
             vec![],
         ),
         (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::Push { page: 80 },
+            },
+            vec![7; 64],
+        ),
+        (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::Dropped { page: 81 },
+            },
+            vec![],
+        ),
+        (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::DropAck { page: 82 },
+            },
+            vec![],
+        ),
+        (
             Msg::Sync(SyncMsg::LockGrant {
                 lock: 9,
                 releases: 7,

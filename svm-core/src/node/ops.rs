@@ -177,6 +177,7 @@ impl Node {
             c.pairs_dropped += ps.pairs_dropped;
             c.requests_held += ps.requests_held;
             c.pages_pushed += ps.pages_pushed;
+            c.copies_dropped += ps.copies_dropped;
         }
         Stats::from_counters(
             &c,
