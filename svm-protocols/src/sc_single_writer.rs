@@ -159,6 +159,13 @@ struct ManagerPage {
     consumers: NodeSet,
     /// Pushes left before the consumers must ask again (`push::PUSH_BUDGET` per request).
     push_budget: u8,
+    /// The home's release epoch (`ScSingleWriter::epoch`) of its last write: a read request
+    /// from another node in the same epoch means the page is read while it is written (a
+    /// stencil updated in place), not handed over at barriers.
+    written_epoch: Option<u64>,
+    /// Read after a write in one epoch once: never pushed (a push would only be invalidated
+    /// by the next write of the same phase).
+    no_push: bool,
     /// How sure the manager is that the page migrates: raised each time a node that read it
     /// writes it while holding the only copy besides the owner's (the last writer), reset when
     /// another pattern shows. From [`MIGRATORY_CONFIDENCE`] on, read requests move ownership
@@ -306,6 +313,8 @@ impl ScSingleWriter {
             ahead_wasted: false,
             consumers: NodeSet::new(),
             push_budget: 0,
+            written_epoch: None,
+            no_push: false,
             migratory: 0,
         })
     }

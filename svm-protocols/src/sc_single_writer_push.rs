@@ -8,7 +8,10 @@
 //! consumers to the copyset, and the next write anywhere invalidates them as usual — so
 //! sequential consistency holds as for any read grant (the consumer installs it like a
 //! read-ahead grant, see `install_grant`). Only pages homed and owned by the writer, with no
-//! operation under way or queued and never written by another node, are pushed. A consumer
+//! operation under way or queued, never written by another node and never read by another
+//! node between two synchronisations of the home in which the home wrote it (a grid updated
+//! in place, red-black Laplace: its readers need the page within the phase anyway, and a push
+//! would only be invalidated by the home's next write), are pushed. A consumer
 //! gets [`PUSH_BUDGET`] pushes per read request: one that stopped reading the page costs at
 //! most that many needless copies (and the invalidations of them), then must ask again.
 
@@ -25,7 +28,16 @@ impl ScSingleWriter {
         if !self.push || reader == ctx.me() {
             return;
         }
+        let epoch = self.epoch;
         let m = self.managed_page(ctx, page);
+        // Read after the home wrote it in the same epoch (only this order: a read request
+        // that reaches the home late, after its next barrier arrival, comes before the home's
+        // write of that epoch in a stencil that alternates two grids).
+        m.no_push |= m.written_epoch == Some(epoch);
+        if m.no_push {
+            m.consumers.clear();
+            return;
+        }
         m.consumers.insert(reader);
         m.push_budget = PUSH_BUDGET;
     }
@@ -36,11 +48,12 @@ impl ScSingleWriter {
         if !self.push || ctx.home(page) != ctx.me() {
             return;
         }
-        let consumed = self
-            .managed
-            .get(&page)
-            .is_some_and(|m| !m.consumers.is_empty() && !m.written_remotely);
-        if consumed {
+        let epoch = self.epoch;
+        let Some(m) = self.managed.get_mut(&page) else {
+            return;
+        };
+        m.written_epoch = Some(epoch);
+        if !m.no_push && !m.consumers.is_empty() && !m.written_remotely {
             self.to_push.push(page);
         }
     }

@@ -64,6 +64,7 @@ fn a_home_pushes_the_page_it_wrote_to_its_reader_at_the_barrier_until_the_budget
     let mut h = ScSingleWriter::with_prefetch(0).with_push();
     on_fault(&mut h, P, Access::Write);
     assert!(h.quiescent(), "no reader yet: nothing to push");
+    arrive(&mut h, 1);
     let out = on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
     assert!(out.contains(&Action::Send {
         to: 1,
@@ -236,4 +237,29 @@ fn a_home_takes_a_dropped_copy_out_of_the_copyset_so_its_next_write_needs_no_inv
         }],
         "no invalidation: {out:?}"
     );
+}
+
+#[test]
+fn a_page_read_after_its_home_wrote_it_in_the_same_phase_is_never_pushed() {
+    // Red-black Laplace: the reader needs the page while the home updates it in place.
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    on_fault(&mut h, P, Access::Write);
+    arrive(&mut h, 1);
+    on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    arrive(&mut h, 2);
+    home_writes(&mut h);
+    assert!(
+        !h.quiescent(),
+        "a consumer from an earlier phase: pushed at the barrier"
+    );
+    // ... but node 1 asks again after the home's write of this phase.
+    let out = on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    assert!(out.iter().any(|a| matches!(a, Action::Send { to: 1, .. })));
+    assert!(!pushed_to(&arrive(&mut h, 3), 1), "already there: no push");
+    for token in 4..8 {
+        on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+        home_writes(&mut h);
+        assert!(!pushed_to(&arrive(&mut h, token), 1));
+    }
+    assert_eq!(h.stats().pages_pushed, 0);
 }
