@@ -54,7 +54,7 @@ impl ScSingleWriter {
         };
         m.written_epoch = Some(epoch);
         if !m.no_push && !m.consumers.is_empty() && !m.written_remotely {
-            self.to_push.push(page);
+            self.to_push.insert(page);
         }
     }
 
@@ -62,10 +62,7 @@ impl ScSingleWriter {
     /// consumers (see the module docs).
     pub(super) fn push_written(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
         let me = ctx.me();
-        let mut pages = std::mem::take(&mut self.to_push);
-        pages.sort_unstable();
-        pages.dedup();
-        for page in pages {
+        for page in std::mem::take(&mut self.to_push) {
             let Some(m) = self.managed.get_mut(&page) else {
                 continue;
             };
@@ -120,8 +117,12 @@ impl ScSingleWriter {
     ) {
         let had = self.node_page(ctx, page).access;
         self.install_grant(ctx, page, Access::Read, true, false, from, out);
-        if had == Access::None && self.node_page(ctx, page).access == Access::Read {
-            self.pushed_new.push(page);
+        let np = self.node_page(ctx, page);
+        if had == Access::None && np.access == Access::Read {
+            np.pushed_copy = true;
+            if np.drop_after_use {
+                self.pushed_new.insert(page);
+            }
         }
     }
 
@@ -142,6 +143,8 @@ impl ScSingleWriter {
                 continue;
             }
             np.drop_pending = true;
+            np.pushed_copy = false;
+            np.dropped = true;
             self.set_access(ctx, page, Access::None, out);
             self.stats.copies_dropped += 1;
             self.send(ctx, ctx.home(page), ProtoMsg::Dropped { page }, None, out);

@@ -77,7 +77,6 @@ fn a_home_pushes_the_page_it_wrote_to_its_reader_at_the_barrier_until_the_budget
     }));
     for round in 0..PUSH_BUDGET {
         home_writes(&mut h);
-        assert!(!h.quiescent(), "a barrier arrival must run to push");
         let out = arrive(&mut h, 10 + round as u64);
         assert!(pushed_to(&out, 1), "round {round}: {out:?}");
         let lower = out
@@ -179,13 +178,26 @@ fn a_consumer_drops_a_pushed_copy_after_a_phase_and_discards_pushes_its_home_sen
         page: P,
         access: Access::Read,
     }];
-    assert_eq!(step(&mut n, &push), installed);
-    // Arriving at the barrier the push came before: the copy is kept for the next phase.
     let arrive = |n: &mut ScSingleWriter, out: &mut Vec<Action>| n.on_barrier_arrive(&c, 1, out);
     let depart =
         |n: &mut ScSingleWriter, out: &mut Vec<Action>| n.on_barrier_depart(&c, 2, &[], out);
-    assert!(!n.quiescent());
-    assert_eq!(step(&mut n, &arrive).len(), 1, "only ReleaseDone");
+    let inval = |n: &mut ScSingleWriter, out: &mut Vec<Action>| {
+        n.on_message(&c, 0, &ProtoMsg::Inval { page: P }, 0, out)
+    };
+    // A first pushed copy is kept: nothing says the home writes the page again soon.
+    assert_eq!(step(&mut n, &push), installed);
+    for _ in 0..2 {
+        assert_eq!(step(&mut n, &arrive).len(), 1, "only ReleaseDone");
+        step(&mut n, &depart);
+    }
+    // The home's next write takes it: the next pushed copy is dropped after a phase of use.
+    step(&mut n, &inval);
+    assert_eq!(step(&mut n, &push), installed);
+    assert_eq!(
+        step(&mut n, &arrive).len(),
+        1,
+        "kept through the phase it came for"
+    );
     step(&mut n, &depart);
     // The next arrival drops it and tells the home.
     let out = step(&mut n, &arrive);
@@ -212,6 +224,41 @@ fn a_consumer_drops_a_pushed_copy_after_a_phase_and_discards_pushes_its_home_sen
     };
     step(&mut n, &ack);
     assert_eq!(step(&mut n, &push), installed);
+    // Still needed after a drop (a fault on it): pushed copies are kept again.
+    step(&mut n, &inval);
+    let fault =
+        |n: &mut ScSingleWriter, out: &mut Vec<Action>| n.on_fault(&c, P, Access::Read, out);
+    assert_eq!(step(&mut n, &arrive).len(), 1);
+    step(&mut n, &depart);
+    step(&mut n, &push);
+    step(&mut n, &depart);
+    let out = step(&mut n, &arrive);
+    assert!(out.iter().any(|a| matches!(
+        a,
+        Action::Send {
+            msg: ProtoMsg::Dropped { .. },
+            ..
+        }
+    )));
+    step(&mut n, &ack);
+    assert!(!step(&mut n, &fault).is_empty(), "asks the home again");
+    n.on_message(&c, 0, &grant_read(), 64, &mut Vec::new());
+    step(&mut n, &inval);
+    assert_eq!(step(&mut n, &push), installed);
+    step(&mut n, &depart);
+    assert_eq!(
+        step(&mut n, &arrive).len(),
+        1,
+        "kept: dropping it was wrong once"
+    );
+}
+
+fn grant_read() -> ProtoMsg {
+    ProtoMsg::Grant {
+        page: P,
+        access: Access::Read,
+        with_data: true,
+    }
 }
 
 #[test]
@@ -248,10 +295,6 @@ fn a_page_read_after_its_home_wrote_it_in_the_same_phase_is_never_pushed() {
     on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
     arrive(&mut h, 2);
     home_writes(&mut h);
-    assert!(
-        !h.quiescent(),
-        "a consumer from an earlier phase: pushed at the barrier"
-    );
     // ... but node 1 asks again after the home's write of this phase.
     let out = on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
     assert!(out.iter().any(|a| matches!(a, Action::Send { to: 1, .. })));
