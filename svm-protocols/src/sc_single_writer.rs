@@ -1083,7 +1083,9 @@ impl Protocol for ScSingleWriter {
         if self.request(ctx, page, access, out) {
             self.learn_pair(ctx, page, access);
             self.request_paired(ctx, page, out);
-            if ctx.home(page) != ctx.me() || self.managed_page(ctx, page).owner != ctx.me() {
+            let waits_for_another = !self.holds.until.is_empty()
+                && (ctx.home(page) != ctx.me() || self.managed_page(ctx, page).owner != ctx.me());
+            if waits_for_another {
                 // The thread waits for another node: pages held for it would only keep
                 // that node waiting too (each holding what the other needs next).
                 self.end_holds_now(ctx, out);

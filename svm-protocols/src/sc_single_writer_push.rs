@@ -66,17 +66,17 @@ impl ScSingleWriter {
             let Some(m) = self.managed.get_mut(&page) else {
                 continue;
             };
-            if m.owner != me || m.busy.is_some() || !m.queue.is_empty() || m.written_remotely {
-                continue;
-            }
             // Held exclusively (a migratory page, a paired write not yet used): a write here
             // takes write access without a message, so no other copy may exist.
-            if self.pages.get(&page).is_some_and(|np| np.exclusive) {
+            let exclusive = self.pages.get(&page).is_some_and(|np| np.exclusive);
+            if m.owner != me
+                || m.busy.is_some()
+                || !m.queue.is_empty()
+                || m.written_remotely
+                || exclusive
+            {
                 continue;
             }
-            let Some(m) = self.managed.get_mut(&page) else {
-                continue;
-            };
             let targets: Vec<NodeId> = m
                 .consumers
                 .iter()
@@ -102,9 +102,7 @@ impl ScSingleWriter {
             }
         }
     }
-}
 
-impl ScSingleWriter {
     /// A push from `page`'s home: installed as an unasked read grant (which `install_grant`
     /// discards while this node's drop of an earlier copy is unanswered: the home sent it
     /// before it took the node out of the copyset).

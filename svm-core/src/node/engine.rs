@@ -245,7 +245,10 @@ impl Node {
     /// Arms the engine's timers: a linger or a protocol timer was just set. The engine may be
     /// asleep in epoll: it must run them in time.
     pub(super) fn arm_timers(&self) {
-        if !self.timers_armed.swap(true, Ordering::AcqRel) {
+        // Called after every hook while a timer is set: look before the read-modify-write.
+        if !self.timers_armed.load(Ordering::Acquire)
+            && !self.timers_armed.swap(true, Ordering::AcqRel)
+        {
             self.wake.signal();
         }
     }
