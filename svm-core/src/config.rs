@@ -281,11 +281,13 @@ impl Config {
             Some(v) => return Err(invalid("SVM_STATS", v, "expected 1, text or json")),
         };
         let verbose = matches!(get("SVM_VERBOSE").as_deref(), Some(v) if v != "0");
-        let host_barrier = match get("SVM_HOST_BARRIER").as_deref().map(str::trim) {
-            None | Some("1") => true,
-            Some("0") => false,
-            Some(v) => return Err(invalid("SVM_HOST_BARRIER", v, "expected 0 or 1")),
+        // A switch that is on unless set to 0.
+        let on_unless_0 = |var: &'static str| match get(var).as_deref().map(str::trim) {
+            None | Some("1") => Ok(true),
+            Some("0") => Ok(false),
+            Some(v) => Err(invalid(var, v, "expected 0 or 1")),
         };
+        let host_barrier = on_unless_0("SVM_HOST_BARRIER")?;
         let space_base = match get("SVM_SPACE_BASE") {
             None => 0x6000_0000_0000,
             Some(v) => parse_size("SVM_SPACE_BASE", &v)?,
@@ -329,11 +331,7 @@ impl Config {
         }
         let fault_around = at_most("SVM_FAULT_AROUND", 64, 4096, "a page count")? as usize;
         let hold_us = at_most("SVM_HOLD_US", DEFAULT_HOLD_US, 1_000_000, "microseconds")?;
-        let push = match get("SVM_PUSH").as_deref().map(str::trim) {
-            None | Some("1") => true,
-            Some("0") => false,
-            Some(v) => return Err(invalid("SVM_PUSH", v, "expected 0 or 1")),
-        };
+        let push = on_unless_0("SVM_PUSH")?;
         Ok(Config {
             push,
             profile,

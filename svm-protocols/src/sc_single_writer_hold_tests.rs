@@ -30,12 +30,12 @@ impl Context for Timed {
 }
 
 /// Protocol `p` of node `me` (pages homed at `home`) at time `now`.
-struct At<'a> {
-    p: &'a mut ScSingleWriter,
+struct At {
+    p: ScSingleWriter,
     ctx: Timed,
 }
 
-impl At<'_> {
+impl At {
     fn at(&mut self, now: u64) -> &mut Self {
         self.ctx.now = now;
         self
@@ -62,7 +62,7 @@ impl At<'_> {
     }
 }
 
-fn node(p: &mut ScSingleWriter, me: NodeId, home: NodeId) -> At<'_> {
+fn node(p: ScSingleWriter, me: NodeId, home: NodeId) -> At {
     At {
         p,
         ctx: Timed { me, home, now: 0 },
@@ -95,7 +95,7 @@ fn gives(out: &[Action], page: PageId, to: NodeId) -> bool {
 
 /// Node 1 (pages homed at node 0) writes P, loses it to node 2, and writes it again: the
 /// second write access is held from `t`.
-fn regain_after_loss(n: &mut At<'_>, t: u64) {
+fn regain_after_loss(n: &mut At, t: u64) {
     n.at(0).fault(P, Access::Write);
     n.msg(0, write_grant(P));
     assert!(n.p.next_timer().is_none(), "first write access: no hold");
@@ -105,10 +105,20 @@ fn regain_after_loss(n: &mut At<'_>, t: u64) {
     n.at(t).msg(0, write_grant(P));
 }
 
+/// Node 1 holds P from 100 on, and node 2's request for it waits (forwarded at 150).
+fn held_with_a_waiting_request() -> At {
+    let mut n = node(ScSingleWriter::new().with_hold(HOLD), 1, 0);
+    regain_after_loss(&mut n, 100);
+    assert!(
+        n.at(150).msg(0, fwd_write(P, 2)).is_empty(),
+        "the request waits"
+    );
+    n
+}
+
 #[test]
 fn a_page_written_again_after_another_node_took_it_is_kept_until_the_hold_ends() {
-    let mut p = ScSingleWriter::new().with_hold(HOLD);
-    let mut n = node(&mut p, 1, 0);
+    let mut n = node(ScSingleWriter::new().with_hold(HOLD), 1, 0);
     regain_after_loss(&mut n, 100);
     assert_eq!(n.p.next_timer(), Some(100 + HOLD));
     assert!(!n.p.quiescent(), "a release must run while a page is held");
@@ -131,10 +141,7 @@ fn a_page_written_again_after_another_node_took_it_is_kept_until_the_hold_ends()
 
 #[test]
 fn a_release_ends_every_hold_before_it_completes_and_starts_a_new_epoch() {
-    let mut p = ScSingleWriter::new().with_hold(HOLD);
-    let mut n = node(&mut p, 1, 0);
-    regain_after_loss(&mut n, 100);
-    assert!(n.at(150).msg(0, fwd_write(P, 2)).is_empty());
+    let mut n = held_with_a_waiting_request();
     let out = n.at(160).release(5);
     assert!(gives(&out, P, 2), "{out:?}");
     assert_eq!(
@@ -155,10 +162,7 @@ fn a_release_ends_every_hold_before_it_completes_and_starts_a_new_epoch() {
 
 #[test]
 fn a_node_whose_thread_waits_for_another_node_holds_nothing() {
-    let mut p = ScSingleWriter::new().with_hold(HOLD);
-    let mut n = node(&mut p, 1, 0);
-    regain_after_loss(&mut n, 100);
-    assert!(n.at(150).msg(0, fwd_write(P, 2)).is_empty());
+    let mut n = held_with_a_waiting_request();
     // The thread now needs Q from node 0: the held page goes to the node asking for it.
     let out = n.at(160).fault(Q, Access::Read);
     assert!(gives(&out, P, 2), "{out:?}");
@@ -173,8 +177,7 @@ fn a_node_whose_thread_waits_for_another_node_holds_nothing() {
 #[test]
 fn a_home_that_owns_a_held_page_keeps_requests_in_its_queue_until_the_hold_ends() {
     // Node 0 is the home: it writes P, node 1 takes it, node 0 takes it back.
-    let mut p = ScSingleWriter::with_prefetch(0).with_hold(HOLD);
-    let mut h = node(&mut p, 0, 0);
+    let mut h = node(ScSingleWriter::with_prefetch(0).with_hold(HOLD), 0, 0);
     assert!(h
         .at(0)
         .fault(P, Access::Write)
@@ -210,8 +213,7 @@ fn a_home_that_owns_a_held_page_keeps_requests_in_its_queue_until_the_hold_ends(
 
 #[test]
 fn without_a_hold_a_page_written_again_is_given_up_at_once() {
-    let mut p = ScSingleWriter::new();
-    let mut n = node(&mut p, 1, 0);
+    let mut n = node(ScSingleWriter::new(), 1, 0);
     regain_after_loss(&mut n, 100);
     assert!(n.p.next_timer().is_none() && n.p.quiescent());
     assert!(gives(&n.at(150).msg(0, fwd_write(P, 2)), P, 2));

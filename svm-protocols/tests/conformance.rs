@@ -1714,29 +1714,22 @@ const HOLD_NS: u64 = 40_000;
 // release is kept a while; requests for it wait for the hold's end, the holder's release, or
 // the holder's own wait for another node) and the producer–consumer push at barrier
 // arrivals (`SVM_PUSH`).
-conformance_suite!(
-    sc_sw_all_options,
-    Subject {
-        name: "sc-sw",
-        factory: sc_sw_all_options,
-        sc_for_racy: true,
-        single_writer: true,
-        discard: Discard::Always,
-    }
-);
+conformance_suite!(sc_sw_all_options, SC_SW_ALL_OPTIONS);
+
+const SC_SW_ALL_OPTIONS: Subject = Subject {
+    name: "sc-sw",
+    factory: sc_sw_all_options,
+    sc_for_racy: true,
+    single_writer: true,
+    discard: Discard::Always,
+};
 
 /// Two nodes write their own word of one page in turns, with no synchronisation between the
 /// writes (false sharing), then meet at a barrier and read both words: under the minimum hold
 /// requests for the page wait for holds in some runs, and every write survives.
 fn falsely_shared_writes_under_holds<C: Sim>() {
     const WRITES: u64 = 12;
-    let s = Subject {
-        name: "sc-sw",
-        factory: sc_sw_all_options,
-        sc_for_racy: true,
-        single_writer: true,
-        discard: Discard::Always,
-    };
+    let s = SC_SW_ALL_OPTIONS;
     let mut held = 0;
     for seed in 0..seeds().min(200) {
         let mut c = cluster::<C>(&s, 2, seed);
