@@ -112,13 +112,15 @@ struct NodePage {
     drop_pending: bool,
     /// The copy held came by a push.
     pushed_copy: bool,
-    /// Drop pushed copies of this page after a phase of use: a pushed copy of it was
-    /// invalidated by its home's next write (the home rewrites it every other phase, as a
-    /// stencil alternating two grids does). Unlearned when this node faults on the page
-    /// after dropping it (it was still needed).
+    /// Drop copies of this page after a phase of use: a pushed copy of it was invalidated by
+    /// its home's next write (the home rewrites it every other phase, as a stencil
+    /// alternating two grids does). Applies to pushed copies and to copies this node fetched
+    /// itself. Unlearned when this node faults on the page in the phase right after dropping
+    /// it (it was still needed); a fault in a later phase reads what the home wrote since.
     drop_after_use: bool,
-    /// This node dropped its pushed copy and has not had the page since.
-    dropped: bool,
+    /// This node dropped its copy at this barrier arrival (`ScSingleWriter::arrivals`) and has
+    /// not had the page since.
+    dropped_at: Option<u64>,
 }
 
 /// An operation the manager has started and not yet completed.
@@ -166,8 +168,14 @@ struct ManagerPage {
     /// Nodes that asked to read the page: the home pushes them a copy at its barrier
     /// arrivals after writing it (`sc_single_writer_push.rs`).
     consumers: NodeSet,
-    /// Pushes left before the consumers must ask again (`push::PUSH_BUDGET` per request).
+    /// Pushes left before the consumers must ask again (`push_refill` per request).
     push_budget: u8,
+    /// Pushes a read request earns: `push::PUSH_BUDGET` at first, doubled (up to
+    /// `push::PUSH_BUDGET_MAX`) each time a consumer asks again after the budget ran out.
+    push_refill: u8,
+    /// The budget ran out since the last read request: the next one shows the consumer still
+    /// reads the page.
+    push_ran_out: bool,
     /// The home's release epoch (`ScSingleWriter::epoch`) of its last write: a read request
     /// from another node in the same epoch means the page is read while it is written (a
     /// stencil updated in place), not handed over at barriers.
@@ -247,12 +255,15 @@ pub struct ScSingleWriter {
     /// Pages homed here that this node wrote since its last barrier arrival and that have
     /// consumers: pushed at the next one.
     to_push: BTreeSet<PageId>,
+    /// Node side: barrier arrivals of this node so far.
+    arrivals: u64,
     /// Pushed copies received since this node's last barrier departure that this node
-    /// expects to drop (`NodePage::drop_after_use`).
-    pushed_new: BTreeSet<PageId>,
-    /// Pushed copies this node has had through a whole phase (since the departure before the
-    /// last): dropped at its next barrier arrival, before their home writes them again.
-    pushed_live: BTreeSet<PageId>,
+    /// expects to drop (`NodePage::drop_after_use`): their phase of use is the next one.
+    drop_after_next: BTreeSet<PageId>,
+    /// Copies to drop at this node's next barrier arrival, before their home writes them
+    /// again: pushed copies had through a whole phase (since the departure before the last),
+    /// and copies fetched in this phase (`NodePage::drop_after_use`).
+    drop_at_arrival: BTreeSet<PageId>,
     stats: ProtocolStats,
 }
 
@@ -312,7 +323,7 @@ impl ScSingleWriter {
             drop_pending: false,
             pushed_copy: false,
             drop_after_use: false,
-            dropped: false,
+            dropped_at: None,
         })
     }
 
@@ -326,6 +337,8 @@ impl ScSingleWriter {
             ahead_wasted: false,
             consumers: NodeSet::new(),
             push_budget: 0,
+            push_refill: push::PUSH_BUDGET,
+            push_ran_out: false,
             written_epoch: None,
             no_push: false,
             migratory: 0,
@@ -448,7 +461,10 @@ impl ScSingleWriter {
                 page,
                 access,
                 with_data,
-            } => self.install_grant(ctx, page, access, with_data, false, from, out),
+            } => {
+                self.install_grant(ctx, page, access, with_data, false, from, out);
+                self.note_fetched_copy(ctx, page);
+            }
             ProtoMsg::GrantExclusive { page, with_data } => {
                 self.install_grant(ctx, page, Access::Read, with_data, true, from, out)
             }
@@ -583,7 +599,7 @@ impl ScSingleWriter {
         let np = self.node_page(ctx, page);
         np.access = access;
         np.pushed_copy = false;
-        np.dropped = false;
+        np.dropped_at = None;
         // A read grant does not answer an outstanding write request (read-ahead can bring one
         // while the node waits for write access).
         if np.outstanding.is_some_and(|o| granted >= o) {
@@ -1061,11 +1077,12 @@ impl Protocol for ScSingleWriter {
             }
             return;
         }
+        let arrivals = self.arrivals;
         let np = self.node_page(ctx, page);
         if np.access >= access {
             return; // already granted; the engine wakes the thread itself
         }
-        if std::mem::take(&mut np.dropped) {
+        if np.dropped_at.take() == Some(arrivals) {
             np.drop_after_use = false; // the dropped copy was still needed
         }
         let pair_used = std::mem::take(&mut np.paired) && np.exclusive && access == Access::Write;
@@ -1116,6 +1133,7 @@ impl Protocol for ScSingleWriter {
 
     fn on_barrier_arrive(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
         self.end_holds(ctx, out);
+        self.arrivals += 1;
         self.drop_consumed(ctx, out);
         self.push_written(ctx, out);
         out.push(Action::ReleaseDone {
@@ -1131,8 +1149,8 @@ impl Protocol for ScSingleWriter {
         _notices: &[PageId],
         out: &mut Vec<Action>,
     ) {
-        let new = std::mem::take(&mut self.pushed_new);
-        self.pushed_live.extend(new);
+        let next = std::mem::take(&mut self.drop_after_next);
+        self.drop_at_arrival.extend(next);
         out.push(Action::AcquireDone { token });
     }
 
@@ -1181,8 +1199,8 @@ impl Protocol for ScSingleWriter {
         }
         self.holds.until.retain(|(_, p)| !pages.contains(p));
         self.to_push.retain(|p| !pages.contains(p));
-        self.pushed_new.retain(|p| !pages.contains(p));
-        self.pushed_live.retain(|p| !pages.contains(p));
+        self.drop_after_next.retain(|p| !pages.contains(p));
+        self.drop_at_arrival.retain(|p| !pages.contains(p));
         self.holds
             .deferred
             .retain(|(_, m)| !pages.contains(&m.page()));

@@ -11,16 +11,24 @@
 //! operation under way or queued, never written by another node and never read by another
 //! node between two synchronisations of the home in which the home wrote it (a grid updated
 //! in place, red-black Laplace: its readers need the page within the phase anyway, and a push
-//! would only be invalidated by the home's next write), are pushed. A consumer
-//! gets [`PUSH_BUDGET`] pushes per read request: one that stopped reading the page costs at
-//! most that many needless copies (and the invalidations of them), then must ask again.
+//! would only be invalidated by the home's next write), are pushed.
+//!
+//! A consumer gets [`PUSH_BUDGET`] pushes per read request at first. When it asks again after
+//! its budget ran out (it still reads the page: the budget cost it a fault, and the home's
+//! next write an invalidation of the copy it kept), its next budget is twice the last, up to
+//! [`PUSH_BUDGET_MAX`]. A consumer that stopped reading the page costs at most one budget of
+//! needless copies, and a steady one a fault per budget: each budget is as large as the
+//! pushes that were used before it, so at most half the pushes are needless.
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
 
 use super::ScSingleWriter;
 
-/// Pushes to a page's consumers per read request of theirs.
+/// Pushes to a page's consumers per read request of theirs, at first.
 pub(super) const PUSH_BUDGET: u8 = 8;
+
+/// The most pushes a read request earns (see the module docs).
+pub(super) const PUSH_BUDGET_MAX: u8 = 128;
 
 impl ScSingleWriter {
     /// The manager granted `reader` a read copy it asked for: it consumes the page.
@@ -39,7 +47,10 @@ impl ScSingleWriter {
             return;
         }
         m.consumers.insert(reader);
-        m.push_budget = PUSH_BUDGET;
+        if std::mem::take(&mut m.push_ran_out) {
+            m.push_refill = m.push_refill.saturating_mul(2).min(PUSH_BUDGET_MAX);
+        }
+        m.push_budget = m.push_refill;
     }
 
     /// This node got write access to `page`: if it is the page's home and the page has
@@ -88,6 +99,7 @@ impl ScSingleWriter {
             m.push_budget = m.push_budget.saturating_sub(1);
             if m.push_budget == 0 {
                 m.consumers.clear();
+                m.push_ran_out = true;
             }
             for &r in &targets {
                 m.copyset.insert(r);
@@ -119,16 +131,27 @@ impl ScSingleWriter {
         if had == Access::None && np.access == Access::Read {
             np.pushed_copy = true;
             if np.drop_after_use {
-                self.pushed_new.insert(page);
+                self.drop_after_next.insert(page);
             }
         }
     }
 
-    /// At this node's barrier arrival: drops the pushed copies it has had through a whole
-    /// phase, telling their homes, so the homes' next writes need no invalidation. A copy
-    /// the node asked for since, owns, or holds with a request under way is kept.
+    /// A read copy granted to this node (asked for, or read ahead) of a page whose copies it
+    /// drops after use: dropped at the barrier arrival that ends this phase, like a pushed
+    /// copy after its phase (a consumer whose pushes ran out fetches the page itself, and
+    /// that copy would otherwise cost the home's next write an invalidation).
+    pub(super) fn note_fetched_copy(&mut self, ctx: &dyn Context, page: PageId) {
+        let np = self.node_page(ctx, page);
+        if np.drop_after_use && np.access == Access::Read && !np.is_owner && !np.exclusive {
+            self.drop_at_arrival.insert(page);
+        }
+    }
+
+    /// At this node's barrier arrival: drops the copies it has had through their phase of
+    /// use (`drop_at_arrival`), telling their homes, so the homes' next writes need no
+    /// invalidation. A copy the node owns or holds with a request under way is kept.
     pub(super) fn drop_consumed(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
-        for page in std::mem::take(&mut self.pushed_live) {
+        for page in std::mem::take(&mut self.drop_at_arrival) {
             let Some(np) = self.pages.get_mut(&page) else {
                 continue;
             };
@@ -142,7 +165,7 @@ impl ScSingleWriter {
             }
             np.drop_pending = true;
             np.pushed_copy = false;
-            np.dropped = true;
+            np.dropped_at = Some(self.arrivals);
             self.set_access(ctx, page, Access::None, out);
             self.stats.copies_dropped += 1;
             self.send(ctx, ctx.home(page), ProtoMsg::Dropped { page }, None, out);

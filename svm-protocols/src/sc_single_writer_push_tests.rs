@@ -1,6 +1,6 @@
 //! Unit tests of sc-sw's producer–consumer push at barrier arrivals (`SVM_PUSH`).
 
-use super::push::PUSH_BUDGET;
+use super::push::{PUSH_BUDGET, PUSH_BUDGET_MAX};
 use super::*;
 use svm_core::protocol::StaticContext;
 
@@ -101,6 +101,45 @@ fn a_home_pushes_the_page_it_wrote_to_its_reader_at_the_barrier_until_the_budget
     home_writes(&mut h);
     assert!(h.quiescent());
     assert!(!pushed_to(&arrive(&mut h, 99), 1));
+}
+
+/// Pushes of P the home makes at its barrier arrivals, each after writing P, until one
+/// arrival pushes nothing.
+fn pushes_until_the_budget_runs_out(h: &mut ScSingleWriter, token: &mut u64) -> u32 {
+    let mut pushes = 0;
+    loop {
+        home_writes(h);
+        *token += 1;
+        if !pushed_to(&arrive(h, *token), 1) {
+            return pushes;
+        }
+        pushes += 1;
+    }
+}
+
+#[test]
+fn a_consumer_that_asks_again_after_its_pushes_ran_out_earns_twice_as_many() {
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    on_fault(&mut h, P, Access::Write);
+    arrive(&mut h, 1);
+    let mut token = 1;
+    let mut budget = PUSH_BUDGET as u32;
+    for _ in 0..6 {
+        on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+        assert_eq!(pushes_until_the_budget_runs_out(&mut h, &mut token), budget);
+        budget = (budget * 2).min(PUSH_BUDGET_MAX as u32);
+    }
+    assert_eq!(budget, PUSH_BUDGET_MAX as u32, "capped");
+    // A request while pushes are left only refills the budget at its current size.
+    on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    home_writes(&mut h);
+    token += 1;
+    assert!(pushed_to(&arrive(&mut h, token), 1));
+    on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    assert_eq!(
+        pushes_until_the_budget_runs_out(&mut h, &mut token),
+        PUSH_BUDGET_MAX as u32
+    );
 }
 
 #[test]
@@ -305,4 +344,66 @@ fn a_page_read_after_its_home_wrote_it_in_the_same_phase_is_never_pushed() {
         assert!(!pushed_to(&arrive(&mut h, token), 1));
     }
     assert_eq!(h.stats().pages_pushed, 0);
+}
+
+#[test]
+fn a_consumer_that_learned_to_drop_drops_the_copies_it_fetches_itself_too() {
+    let c = consumer_ctx();
+    let mut n = ScSingleWriter::with_prefetch(0).with_push();
+    let mut out = Vec::new();
+    let mut msg = |n: &mut ScSingleWriter, m: ProtoMsg| {
+        out.clear();
+        n.on_message(&c, 0, &m, 64, &mut out);
+        out.clone()
+    };
+    let arrive = |n: &mut ScSingleWriter| {
+        let mut out = Vec::new();
+        n.on_barrier_arrive(&c, 1, &mut out);
+        out
+    };
+    let depart = |n: &mut ScSingleWriter| n.on_barrier_depart(&c, 2, &[], &mut Vec::new());
+    let drops = |out: &[Action]| {
+        out.iter().any(|a| {
+            *a == Action::Send {
+                to: 0,
+                msg: ProtoMsg::Dropped { page: P },
+                attach: None,
+            }
+        })
+    };
+    let fault_and_fetch =
+        |n: &mut ScSingleWriter,
+         msg: &mut dyn FnMut(&mut ScSingleWriter, ProtoMsg) -> Vec<Action>| {
+            let mut out = Vec::new();
+            n.on_fault(&c, P, Access::Read, &mut out);
+            assert!(!out.is_empty(), "asks the home");
+            msg(n, grant_read());
+        };
+    // Learn: a pushed copy taken by the home's next write.
+    msg(&mut n, ProtoMsg::Push { page: P });
+    msg(&mut n, ProtoMsg::Inval { page: P });
+    // The pushes ran out: the node fetches the page itself, and drops that copy at the
+    // arrival that ends the phase, as it would a pushed one.
+    fault_and_fetch(&mut n, &mut msg);
+    assert!(drops(&arrive(&mut n)));
+    msg(&mut n, ProtoMsg::DropAck { page: P });
+    depart(&mut n);
+    // A phase without the page, then a fault: it reads what the home wrote since the drop,
+    // so the drop was right and the node keeps dropping.
+    assert!(!drops(&arrive(&mut n)));
+    depart(&mut n);
+    fault_and_fetch(&mut n, &mut msg);
+    assert!(drops(&arrive(&mut n)), "still learned");
+    msg(&mut n, ProtoMsg::DropAck { page: P });
+    depart(&mut n);
+    // A fault in the phase right after a drop: the copy was still needed; keep it now.
+    fault_and_fetch(&mut n, &mut msg);
+    assert!(!drops(&arrive(&mut n)), "unlearned");
+    depart(&mut n);
+    msg(&mut n, ProtoMsg::Inval { page: P });
+    fault_and_fetch(&mut n, &mut msg);
+    assert!(
+        !drops(&arrive(&mut n)),
+        "a fetched copy is not dropped before learning"
+    );
 }
