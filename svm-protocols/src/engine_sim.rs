@@ -114,7 +114,8 @@ pub struct EngineCluster {
     /// The thread inside each lock's critical section.
     lock_holders: HashMap<u64, ThreadId>,
     /// (lock, node) → (threads of the node waiting in the engine for the lock, grants to
-    /// other nodes since the node last got it while some of them waited).
+    /// other nodes since the node last got it while some of them waited and the node's
+    /// request had joined the lock's queue).
     lock_waits: HashMap<(u64, NodeId), (u32, u64)>,
     max_overtakes: u64,
     /// Most write notices held at lock managers over the cluster, after any delivery.
@@ -678,12 +679,21 @@ impl EngineCluster {
     }
 
     /// Thread `tid` entered lock `id`'s critical section (after waiting in the engine if
-    /// `slow`): nobody else may be inside. Counts the grant against the nodes still waiting.
+    /// `slow`): nobody else may be inside. Counts the grant against the nodes still waiting
+    /// whose request joined the lock's queue (some node has it as its successor), as the
+    /// protocol-level simulator does from the `LockForward`'s delivery: the fairness bound
+    /// holds from there, while grants made before the request reached the queue depend only
+    /// on how long the simulator keeps it in flight.
     fn enter(&mut self, tid: ThreadId, id: u64, slow: bool) -> Result<(), SimErrorKind> {
         if slow {
             self.stop_waiting(tid, id);
         }
         let node = self.threads[tid].node;
+        let queued: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.inspect_sync(|st| st.lock_successor(id)))
+            .collect();
         for (&(lock, n), w) in self.lock_waits.iter_mut() {
             if lock != id {
                 continue;
@@ -691,7 +701,7 @@ impl EngineCluster {
             if n == node {
                 // The node holds the token: its wait starts over.
                 w.1 = 0;
-            } else if w.0 > 0 {
+            } else if w.0 > 0 && queued.contains(&n) {
                 w.1 += 1;
                 self.max_overtakes = self.max_overtakes.max(w.1);
             }

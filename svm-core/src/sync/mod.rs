@@ -299,6 +299,12 @@ impl SyncState {
         }
     }
 
+    /// The remote node whose request for `lock` joined the lock's queue behind this node
+    /// (it gets the token from this node next), if any.
+    pub fn lock_successor(&self, lock: u64) -> Option<NodeId> {
+        self.locks.get(&lock).and_then(|l| l.next)
+    }
+
     /// Whether a local thread or a remote node waits for `lock`.
     pub fn lock_wanted(&self, lock: u64) -> bool {
         self.locks
