@@ -566,11 +566,9 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
             start.checked_add(dst.len()).is_some_and(|e| e <= self.len),
             "range out of bounds"
         );
-        sys::app_copy_out(
-            self.bounds(),
-            self.addr + start * std::mem::size_of::<T>(),
-            dst,
-        )
+        let addr = self.addr + start * std::mem::size_of::<T>();
+        prefetch_copy(addr, std::mem::size_of_val(dst), false);
+        sys::app_copy_out(self.bounds(), addr, dst)
     }
 
     /// Copies `src` into shared memory starting at element `start`.
@@ -579,11 +577,9 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
             start.checked_add(src.len()).is_some_and(|e| e <= self.len),
             "range out of bounds"
         );
-        sys::app_copy_in(
-            self.bounds(),
-            self.addr + start * std::mem::size_of::<T>(),
-            src,
-        )
+        let addr = self.addr + start * std::mem::size_of::<T>();
+        prefetch_copy(addr, std::mem::size_of_val(src), true);
+        sys::app_copy_in(self.bounds(), addr, src)
     }
 
     /// The elements in place, as cells: read with `get`, write with `set`, no copy. Faults
@@ -616,6 +612,17 @@ fn bytes_of<T>(len: usize, n: &Node) -> Result<usize> {
             node: n.me,
             err: SpaceError::Empty,
         })
+}
+
+/// Before a copy of `len` bytes at `addr` that spans more than one page: asks for the pages
+/// it needs all at once (`Node::prefetch`), so their transfers overlap.
+fn prefetch_copy(addr: usize, len: usize, write: bool) {
+    if let Ok(n) = node() {
+        let ps = n.space.page_size();
+        if len > 0 && addr / ps != (addr + len - 1) / ps {
+            n.prefetch(addr, len, write);
+        }
+    }
 }
 
 /// Collective allocation homed on node 0: every node calls it in the same order and gets the

@@ -381,6 +381,38 @@ impl Node {
         self.fault_to_protocol(st, page, proto, need)
     }
 
+    /// Asks the protocol, for every page of `[addr, addr + len)` this node cannot yet access
+    /// as `write` needs and no thread waits for, for that page as a fault there would, but
+    /// with no thread waiting: a thread about to copy the range then finds its pages coming
+    /// in together, several requests in flight, instead of faulting on one after the other.
+    /// Sequential consistency is unaffected: what a thread reads depends on the copies that
+    /// exist when it accesses a page, never on why they were asked for (as for read-ahead).
+    /// First-touch pages whose home is not known yet are left to their faults, and so is
+    /// everything after a page whose request fails: the thread's own fault meets the same
+    /// failure and reports it.
+    pub fn prefetch(&self, addr: usize, len: usize, write: bool) {
+        if len == 0 || !self.space.contains(addr) || !self.space.contains(addr + len - 1) {
+            return;
+        }
+        let need = if write { Access::Write } else { Access::Read };
+        let pages = self.space.page_of(addr)..=self.space.page_of(addr + len - 1);
+        let mut st = self.lock_state();
+        for page in pages {
+            if st.pages.access(page) >= need
+                || st.pages.get(page).is_some_and(|e| !e.waiters.is_empty())
+            {
+                continue;
+            }
+            let (proto, unresolved) = self.space.fault_route(page);
+            if unresolved {
+                continue;
+            }
+            if self.fault_to_protocol(&mut st, page, proto, need).is_err() {
+                break;
+            }
+        }
+    }
+
     /// Hands a fault the page table could not satisfy to the page's protocol `proto`.
     pub(super) fn fault_to_protocol(
         &self,
