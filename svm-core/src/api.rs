@@ -566,9 +566,14 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
             start.checked_add(dst.len()).is_some_and(|e| e <= self.len),
             "range out of bounds"
         );
-        let addr = self.addr + start * std::mem::size_of::<T>();
-        prefetch_copy(addr, std::mem::size_of_val(dst), false);
-        sys::app_copy_out(self.bounds(), addr, dst)
+        let elem = std::mem::size_of::<T>();
+        let mut at = start;
+        for chunk in dst.chunks_mut(copy_chunk_elems(elem)) {
+            let addr = self.addr + at * elem;
+            prefetch_copy(addr, std::mem::size_of_val(chunk), false);
+            sys::app_copy_out(self.bounds(), addr, chunk);
+            at += chunk.len();
+        }
     }
 
     /// Copies `src` into shared memory starting at element `start`.
@@ -577,9 +582,14 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
             start.checked_add(src.len()).is_some_and(|e| e <= self.len),
             "range out of bounds"
         );
-        let addr = self.addr + start * std::mem::size_of::<T>();
-        prefetch_copy(addr, std::mem::size_of_val(src), true);
-        sys::app_copy_in(self.bounds(), addr, src)
+        let elem = std::mem::size_of::<T>();
+        let mut at = start;
+        for chunk in src.chunks(copy_chunk_elems(elem)) {
+            let addr = self.addr + at * elem;
+            prefetch_copy(addr, std::mem::size_of_val(chunk), true);
+            sys::app_copy_in(self.bounds(), addr, chunk);
+            at += chunk.len();
+        }
     }
 
     /// The elements in place, as cells: read with `get`, write with `set`, no copy. Faults
@@ -612,6 +622,16 @@ fn bytes_of<T>(len: usize, n: &Node) -> Result<usize> {
             node: n.me,
             err: SpaceError::Empty,
         })
+}
+
+/// Bytes of a bulk copy whose pages are asked for at once: a longer copy goes chunk by chunk,
+/// so a copy of a large range does not put a request for every page of it in flight at once.
+const COPY_CHUNK_BYTES: usize = 256 * 1024;
+
+/// Elements of `elem` bytes per chunk of a bulk copy (at least one; zero-sized elements copy
+/// nothing, so any count does).
+fn copy_chunk_elems(elem: usize) -> usize {
+    (COPY_CHUNK_BYTES / elem.max(1)).max(1)
 }
 
 /// Before a copy of `len` bytes at `addr` that spans more than one page: asks for the pages
