@@ -566,13 +566,8 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
             start.checked_add(dst.len()).is_some_and(|e| e <= self.len),
             "range out of bounds"
         );
-        let elem = std::mem::size_of::<T>();
-        let mut at = start;
-        for chunk in dst.chunks_mut(copy_chunk_elems(elem)) {
-            let addr = self.addr + at * elem;
-            prefetch_copy(addr, std::mem::size_of_val(chunk), false);
-            sys::app_copy_out(self.bounds(), addr, chunk);
-            at += chunk.len();
+        for (addr, r) in self.copy_chunks(start, dst.len(), false) {
+            sys::app_copy_out(self.bounds(), addr, &mut dst[r]);
         }
     }
 
@@ -582,14 +577,32 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
             start.checked_add(src.len()).is_some_and(|e| e <= self.len),
             "range out of bounds"
         );
-        let elem = std::mem::size_of::<T>();
-        let mut at = start;
-        for chunk in src.chunks(copy_chunk_elems(elem)) {
-            let addr = self.addr + at * elem;
-            prefetch_copy(addr, std::mem::size_of_val(chunk), true);
-            sys::app_copy_in(self.bounds(), addr, chunk);
-            at += chunk.len();
+        for (addr, r) in self.copy_chunks(start, src.len(), true) {
+            sys::app_copy_in(self.bounds(), addr, &src[r]);
         }
+    }
+
+    /// The chunks of a bulk copy of `len` elements from element `start` on: each chunk's
+    /// address and its elements' range within the copy, at most [`COPY_CHUNK_BYTES`] each.
+    /// Before a chunk is yielded its pages are asked for at once (`Node::prefetch`, for
+    /// writing if `write`), so their transfers overlap; a longer copy goes chunk by chunk, so
+    /// a copy of a large range does not put a request for every page of it in flight at once.
+    fn copy_chunks(
+        &self,
+        start: usize,
+        len: usize,
+        write: bool,
+    ) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> + '_ {
+        let elem = std::mem::size_of::<T>();
+        let per_chunk = (COPY_CHUNK_BYTES / elem.max(1)).max(1);
+        (0..len).step_by(per_chunk).map(move |from| {
+            let to = (from + per_chunk).min(len);
+            let addr = self.addr + (start + from) * elem;
+            if let Ok(n) = node() {
+                n.prefetch(addr, (to - from) * elem, write);
+            }
+            (addr, from..to)
+        })
     }
 
     /// The elements in place, as cells: read with `get`, write with `set`, no copy. Faults
@@ -624,26 +637,8 @@ fn bytes_of<T>(len: usize, n: &Node) -> Result<usize> {
         })
 }
 
-/// Bytes of a bulk copy whose pages are asked for at once: a longer copy goes chunk by chunk,
-/// so a copy of a large range does not put a request for every page of it in flight at once.
+/// Bytes of a bulk copy whose pages are asked for at once ([`SharedSlice::copy_chunks`]).
 const COPY_CHUNK_BYTES: usize = 256 * 1024;
-
-/// Elements of `elem` bytes per chunk of a bulk copy (at least one; zero-sized elements copy
-/// nothing, so any count does).
-fn copy_chunk_elems(elem: usize) -> usize {
-    (COPY_CHUNK_BYTES / elem.max(1)).max(1)
-}
-
-/// Before a copy of `len` bytes at `addr` that spans more than one page: asks for the pages
-/// it needs all at once (`Node::prefetch`), so their transfers overlap.
-fn prefetch_copy(addr: usize, len: usize, write: bool) {
-    if let Ok(n) = node() {
-        let ps = n.space.page_size();
-        if len > 0 && addr / ps != (addr + len - 1) / ps {
-            n.prefetch(addr, len, write);
-        }
-    }
-}
 
 /// Collective allocation homed on node 0: every node calls it in the same order and gets the
 /// same address. Zero-initialised.

@@ -689,11 +689,18 @@ impl EngineCluster {
             self.stop_waiting(tid, id);
         }
         let node = self.threads[tid].node;
-        let queued: Vec<NodeId> = self
-            .nodes
+        let others_wait = self
+            .lock_waits
             .iter()
-            .filter_map(|n| n.inspect_sync(|st| st.lock_successor(id)))
-            .collect();
+            .any(|(&(lock, n), w)| lock == id && n != node && w.0 > 0);
+        let queued: Vec<NodeId> = if others_wait {
+            self.nodes
+                .iter()
+                .filter_map(|n| n.inspect_sync(|st| st.lock_successor(id)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         for (&(lock, n), w) in self.lock_waits.iter_mut() {
             if lock != id {
                 continue;

@@ -387,21 +387,24 @@ impl Node {
     /// in together, several requests in flight, instead of faulting on one after the other.
     /// Sequential consistency is unaffected: what a thread reads depends on the copies that
     /// exist when it accesses a page, never on why they were asked for (as for read-ahead).
-    /// First-touch pages whose home is not known yet are left to their faults, and so is
-    /// everything after a page whose request fails: the thread's own fault meets the same
-    /// failure and reports it.
+    /// A range within one page is left to its fault (nothing to overlap), as are first-touch
+    /// pages whose home is not known yet, and everything after a page whose request fails:
+    /// the thread's own fault meets the same failure and reports it.
     pub fn prefetch(&self, addr: usize, len: usize, write: bool) {
         if len == 0 || !self.space.contains(addr) || !self.space.contains(addr + len - 1) {
             return;
         }
+        let (first, last) = (self.space.page_of(addr), self.space.page_of(addr + len - 1));
+        if first == last {
+            return;
+        }
         let need = if write { Access::Write } else { Access::Read };
-        let pages = self.space.page_of(addr)..=self.space.page_of(addr + len - 1);
         let mut st = self.lock_state();
-        for page in pages {
-            if st.pages.access(page) >= need
-                || st.pages.get(page).is_some_and(|e| !e.waiters.is_empty())
-            {
-                continue;
+        for page in first..=last {
+            if let Some(e) = st.pages.get(page) {
+                if e.access >= need || !e.waiters.is_empty() {
+                    continue;
+                }
             }
             let (proto, unresolved) = self.space.fault_route(page);
             if unresolved {
