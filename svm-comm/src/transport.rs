@@ -58,6 +58,12 @@ pub trait Link: Send + Sync {
     /// Reads whatever is available without blocking into `buf`. Returns `Ok(false)` when the peer
     /// closed the connection.
     fn recv_available(&self, buf: &mut RecvBuf) -> Result<bool, CommError>;
+    /// Whether the peer has written something this side has not read yet, as far as this
+    /// side can tell without a system call (false where it cannot: TCP). A node leaving a
+    /// barrier through shared memory reads what is there first (`Node::read_inbound_now`).
+    fn has_inbound(&self) -> bool {
+        false
+    }
     /// Transport name for diagnostics (`tcp`, `deck`).
     fn kind(&self) -> &'static str;
     /// Shuts the connection down (both directions) so the peer sees EOF.

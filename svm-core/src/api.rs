@@ -251,6 +251,20 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
     }
     let boot = Bootstrap::from_env()?;
     let me = boot.rank;
+    // Before this node starts any thread (the engine, link senders), so that they all run on
+    // the node's CPUs.
+    if let Some(cpus) = &cfg.cpus {
+        svm_comm::placement::bind_current_thread(cpus).map_err(|why| {
+            SvmError::Config(ConfigError::Invalid {
+                var: "SVM_CPUS",
+                value: svm_comm::placement::format_cpu_list(cpus),
+                why: format!(
+                    "node {me} cannot run there: {why}; list CPUs this process may use, or \
+                     unset SVM_CPUS (svmrun --bind none)"
+                ),
+            })
+        })?;
+    }
     if boot.launcher == Launcher::Svmrun {
         die_with_launcher();
     }

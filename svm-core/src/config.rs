@@ -43,11 +43,15 @@ pub struct Config {
     pub space_size: usize,
     /// `SVM_PAGE_SIZE`: coherence unit, a multiple of the OS page (default 4096).
     pub page_size: usize,
-    /// `SVM_SPIN`: non-blocking polls the engine thread makes after activity before it sleeps
-    /// (0 = always sleep). Unset: 64 in a job of one node, 2048 while the job has no more nodes
-    /// than this host has CPUs, else 0 (every empty poll yields the CPU; see
-    /// `node::engine::default_spin_polls`).
+    /// `SVM_SPIN`: non-blocking polls the engine thread makes after activity, while a thread
+    /// of its node waits for it, before it sleeps (0 = always sleep). Unset: 64 in a job of
+    /// one node, 2048 while the job has no more nodes than this host has CPUs, else 0 (every
+    /// empty poll yields the CPU; see `node::engine::default_spin_polls`).
     pub spin_polls: Option<u32>,
+    /// `SVM_CPUS`: the CPUs this node's threads run on (a CPU list: `0`, `2-3`, `0,4`), bound
+    /// before the engine starts; unset: wherever the scheduler puts them. `svmrun` sets it for
+    /// every node it starts (`--bind`, `svm_comm::placement`).
+    pub cpus: Option<Vec<usize>>,
     /// `SVM_PREFETCH`: read-ahead of `sc-sw` — pages the home grants unasked behind a
     /// sequential read stream (default 8; 0 = off).
     pub prefetch: usize,
@@ -310,6 +314,13 @@ impl Config {
                     .map_err(|_| invalid("SVM_SPIN", &v, "expected a count"))?,
             ),
         };
+        let cpus =
+            match get("SVM_CPUS") {
+                None => None,
+                Some(v) => Some(svm_comm::placement::parse_cpu_list(&v).map_err(|why| {
+                    invalid("SVM_CPUS", &v, format!("expected a CPU list: {why}"))
+                })?),
+            };
         let at_most = |var: &'static str, default: u64, max: u64, unit: &str| match get(var) {
             None => Ok(default),
             Some(v) => v
@@ -351,6 +362,7 @@ impl Config {
             space_size,
             page_size,
             spin_polls,
+            cpus,
         })
     }
 }
@@ -403,6 +415,13 @@ mod tests {
             e.contains("SVM_HOST_BARRIER") && e.contains("0 or 1"),
             "{e}"
         );
+        assert_eq!(cfg(&[]).unwrap().cpus, None);
+        assert_eq!(
+            cfg(&[("SVM_CPUS", "1,3-4")]).unwrap().cpus,
+            Some(vec![1, 3, 4])
+        );
+        let e = cfg(&[("SVM_CPUS", "two")]).unwrap_err().to_string();
+        assert!(e.contains("SVM_CPUS") && e.contains("CPU list"), "{e}");
         let e = cfg(&[("SVM_TRANSPORT", "sci")]).unwrap_err().to_string();
         assert!(e.contains("unknown transport"), "{e}");
     }

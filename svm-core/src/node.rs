@@ -164,6 +164,10 @@ enum ReleaseCont {
         count: Option<u32>,
         waiter: Waiter,
     },
+    /// The arrival hooks a thread runs before it enters a barrier through shared memory.
+    HostBarrierArrive {
+        waiter: Waiter,
+    },
 }
 
 struct AcquireCont {
@@ -329,6 +333,10 @@ pub struct Node {
     poller: Poller,
     /// Per peer: the frames the engine produced, until the shell writes them (`outbox.rs`).
     outboxes: Vec<outbox::Outbox>,
+    /// Bytes read from each peer's link and not yet cut into frames: the engine's, but an
+    /// application thread leaving a barrier through shared memory reads and handles what is
+    /// there itself (`Node::read_inbound_now`); a frame is handled under its peer's lock.
+    recv_bufs: Vec<Mutex<RecvBuf>>,
     /// Some outbox has frames queued.
     out_pending: AtomicBool,
     /// Some write to a link failed and the engine has not recorded it yet.
@@ -364,6 +372,13 @@ pub struct Node {
     /// Ids of the all-nodes barriers a thread of this node waits in through the
     /// shared-memory barrier (a second thread is refused, as on the message path).
     host_barrier_busy: Mutex<rustc_hash::FxHashSet<u64>>,
+    /// Some protocol runs its barrier hooks at barriers through shared memory too
+    /// (`Protocol::barrier_hooks_without_messages`; set by [`Node::use_host_barrier`]).
+    host_barrier_hooks: AtomicBool,
+    /// Application threads asleep outside the engine's view: in a barrier through shared
+    /// memory, or waiting for a user message (the engine spins while some thread waits,
+    /// `engine.rs`).
+    asleep: AtomicU32,
     failure_mode: FailureMode,
     /// A number no other node of this process has (thread-local caches key on it).
     instance: u64,
@@ -485,6 +500,7 @@ impl Node {
             wake: EventFd::new()?,
             poller: Poller::new()?,
             outboxes: (0..nodes).map(|_| outbox::Outbox::new()).collect(),
+            recv_bufs: (0..nodes).map(|_| Mutex::new(RecvBuf::new())).collect(),
             out_pending: AtomicBool::new(false),
             out_failed: AtomicBool::new(false),
             posted: Mutex::new(Vec::new()),
@@ -503,6 +519,8 @@ impl Node {
             fast_held: AtomicU32::new(0),
             host_barrier: std::sync::OnceLock::new(),
             host_barrier_busy: Mutex::new(Default::default()),
+            host_barrier_hooks: AtomicBool::new(false),
+            asleep: AtomicU32::new(0),
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),
             failure: Mutex::new(None),

@@ -27,12 +27,24 @@ pub struct PageEntry {
     /// The page has had local contents at some point (a static page's take-over contents no
     /// longer apply).
     pub was_present: bool,
-    pub waiters: Vec<PageWaiter>,
+    /// Threads waiting for more access (added through [`PageTable::add_waiter`] only, which
+    /// keeps the table's count).
+    waiters: Vec<PageWaiter>,
+}
+
+impl PageEntry {
+    /// The threads waiting for more access to the page.
+    pub fn waiters(&self) -> &[PageWaiter] {
+        &self.waiters
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct PageTable {
     pages: FxHashMap<PageId, PageEntry>,
+    /// Waiters over all pages (added by [`PageTable::add_waiter`], removed as protections
+    /// satisfy them).
+    waiting: usize,
 }
 
 impl PageTable {
@@ -51,6 +63,17 @@ impl PageTable {
             .unwrap_or(Access::None)
     }
 
+    /// Records that a thread waits for `page` until its protection allows `w.need`.
+    pub fn add_waiter(&mut self, page: PageId, w: PageWaiter) {
+        self.entry(page).waiters.push(w);
+        self.waiting += 1;
+    }
+
+    /// Whether some thread waits for some page.
+    pub fn has_waiters(&self) -> bool {
+        self.waiting > 0
+    }
+
     /// Records a new protection and returns the waiters it satisfies (removed from the page).
     pub fn set_access(
         &mut self,
@@ -59,7 +82,7 @@ impl PageTable {
         present: bool,
         woken: &mut Vec<PageWaiter>,
     ) {
-        let e = self.entry(page);
+        let e = self.pages.entry(page).or_default();
         e.access = access;
         e.present = present;
         e.was_present |= present;
@@ -67,6 +90,7 @@ impl PageTable {
         while i < e.waiters.len() {
             if e.waiters[i].need <= access {
                 woken.push(e.waiters.swap_remove(i));
+                self.waiting = self.waiting.saturating_sub(1);
             } else {
                 i += 1;
             }
@@ -117,11 +141,14 @@ mod tests {
             since_ns: n as u64,
             tid: 0,
         };
-        t.entry(7)
-            .waiters
-            .extend([w(1, Access::Read), w(2, Access::Write), w(3, Access::Read)]);
+        assert!(!t.has_waiters());
+        for x in [w(1, Access::Read), w(2, Access::Write), w(3, Access::Read)] {
+            t.add_waiter(7, x);
+        }
+        assert!(t.has_waiters());
         let mut woken = Vec::new();
         t.set_access(7, Access::Read, true, &mut woken);
+        assert!(t.has_waiters(), "one still waits for write access");
         let mut ids: Vec<_> = woken.iter().map(|w| w.waiter).collect();
         ids.sort_by_key(|w| format!("{w:?}"));
         assert_eq!(ids, vec![WaiterRef::Slot(1), WaiterRef::Slot(3)]);
@@ -130,6 +157,7 @@ mod tests {
         t.set_access(7, Access::Write, true, &mut woken);
         assert_eq!(woken.len(), 1);
         assert_eq!(t.oldest_waiter(), None);
+        assert!(!t.has_waiters());
         assert_eq!(t.access(7), Access::Write);
         assert_eq!(t.access(8), Access::None);
     }
@@ -140,12 +168,15 @@ mod tests {
         let mut woken = Vec::new();
         t.set_access(3, Access::Write, true, &mut woken);
         t.set_access(9, Access::Read, true, &mut woken);
-        t.entry(5).waiters.push(PageWaiter {
-            waiter: WaiterRef::Uffd,
-            need: Access::Read,
-            since_ns: 0,
-            tid: 0,
-        });
+        t.add_waiter(
+            5,
+            PageWaiter {
+                waiter: WaiterRef::Uffd,
+                need: Access::Read,
+                since_ns: 0,
+                tid: 0,
+            },
+        );
         assert_eq!(t.forget(0..8), Some(5));
         assert_eq!(t.access(3), Access::Write, "nothing forgotten");
         assert_eq!(t.forget(0..4), None);

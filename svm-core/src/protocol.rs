@@ -221,6 +221,17 @@ pub trait Protocol: Send {
         self.on_acquire(ctx, token, notices, out)
     }
 
+    /// Whether a barrier that passes through shared memory without messages (DECK-SCI on one
+    /// host, `SVM_HOST_BARRIER`) should still run [`Protocol::on_barrier_arrive`] and
+    /// [`Protocol::on_barrier_depart`] while every protocol is quiescent, because they do
+    /// work there that needs no barrier message (sc-sw's push and drop of copies). Then each
+    /// thread that arrives runs the arrival hook before it enters the shared-memory barrier,
+    /// and the departure hook (with no notices) after it leaves, one per thread; the arrival
+    /// must return no notices. Default: false (such a barrier skips both hooks).
+    fn barrier_hooks_without_messages(&self) -> bool {
+        false
+    }
+
     /// Whether this node's protocol state is *quiescent*: a release now would complete at once
     /// with no notices and no action but `ReleaseDone`, and an acquire with no notices would
     /// emit nothing but `AcquireDone` (it may count an open critical section that the matching

@@ -22,6 +22,9 @@ Environment given to every node:
   SVM_PROTOCOL, SVM_FAULT, SVM_TRANSPORT, SVM_TIMEOUT, SVM_STATS, SVM_VERBOSE,
   SVM_PROFILE, SVM_TRACE
                      set only when the matching flag is given; otherwise inherited
+  SVM_CPUS           the CPUs the node runs on (--bind cpus, the default: svmrun's own CPUs
+                     split into one share per node, one CPU each round robin when there
+                     are more nodes than CPUs); with --bind none, inherited
 
 Output: each node's stdout/stderr goes to svmrun's stdout/stderr line by line, prefixed
 \"[RANK] \" unless --no-prefix. stdin goes to rank 0; the other ranks read /dev/null.
@@ -91,6 +94,18 @@ pub struct Cli {
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_coord)]
     pub coord: Option<String>,
 
+    /// Where the nodes run: `cpus` gives each node CPUs of its own out of svmrun's (passed
+    /// as SVM_CPUS; `taskset -c 2-3 svmrun …` uses CPUs 2 and 3), `none` leaves placement to
+    /// the scheduler
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        env = "SVM_BIND",
+        default_value = "cpus"
+    )]
+    pub bind: BindArg,
+
     /// Do not prefix the nodes' output lines with "[RANK] "
     #[arg(long)]
     pub no_prefix: bool,
@@ -131,6 +146,15 @@ pub enum ProtocolArg {
     /// Scope consistency
     #[value(name = "scope")]
     Scope,
+}
+
+/// `--bind` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BindArg {
+    /// Each node on CPUs of its own (SVM_CPUS)
+    Cpus,
+    /// Wherever the scheduler puts them
+    None,
 }
 
 /// `--fault` values.

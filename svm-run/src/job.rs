@@ -20,7 +20,9 @@ use nix::unistd::Pid;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::cli::Cli;
+use svm_comm::placement;
+
+use crate::cli::{BindArg, Cli};
 use crate::output::{spawn_forwarder, Drain, Sink, THREAD_STACK};
 
 /// After the first node fails, the others get SIGTERM and, this much later, SIGKILL.
@@ -199,6 +201,18 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
     let size = cli.nodes.to_string();
     let program = cli.program().to_string_lossy().into_owned();
 
+    // The CPUs svmrun may use, shared out among the nodes (`svm_comm::placement`).
+    let bind_cpus = match cli.bind {
+        BindArg::None => None,
+        BindArg::Cpus => match placement::allowed_cpus() {
+            Ok(cpus) => Some(cpus),
+            Err(e) => {
+                eprintln!("svmrun: warning: not binding the nodes to CPUs: {e}");
+                None
+            }
+        },
+    };
+
     let (tx, rx) = mpsc::channel::<Event>();
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(LaunchError::Signals)?;
     {
@@ -264,6 +278,10 @@ pub fn run(cli: &Cli) -> Result<i32, LaunchError> {
         }
         for (k, v) in &flag_env {
             cmd.env(k, v);
+        }
+        if let Some(cpus) = &bind_cpus {
+            let mine = placement::node_cpus(cpus, cli.nodes as usize, rank as usize);
+            cmd.env("SVM_CPUS", placement::format_cpu_list(&mine));
         }
 
         let started = cmd.spawn().and_then(|mut child| {

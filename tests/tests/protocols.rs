@@ -569,6 +569,64 @@ fn barriers_over_deck_go_through_shared_memory_when_nothing_is_handed_over() {
     assert!(barrier_messages_sent(&out, NODES) > 0, "{out}");
 }
 
+/// A barrier through shared memory runs sc-sw's barrier hooks as the message barrier does:
+/// Jacobi over DECK-SCI at 2 nodes, where each node reads one boundary row of the other per
+/// iteration. Each home pushes the row it wrote to its reader at its arrival and each reader
+/// drops the copy after its phase, so a node's remote faults over the 40 iterations stay well
+/// under one per iteration (without the hooks: two per iteration, every boundary page fetched
+/// again). The result equals the sequential run's.
+#[test]
+fn a_barrier_through_shared_memory_pushes_and_drops_like_the_message_barrier() {
+    const NODES: usize = 2;
+    const ITERS: u64 = 40;
+    let jacobi = example_path("jacobi");
+    let jacobi = jacobi.to_str().expect("UTF-8 path");
+    let _serial = serial();
+    // 512 doubles a row: one page per row, one boundary page per node and grid.
+    let out = run_svmrun_env(
+        &[
+            "-n",
+            "2",
+            "--transport",
+            "deck",
+            "--protocol",
+            "sc-sw",
+            jacobi,
+            "512",
+            &ITERS.to_string(),
+            "--verify",
+        ],
+        &[("SVM_STATS", "json"), ("SVM_HOST_BARRIER", "1")],
+        DEADLINE,
+    );
+    out.assert_success();
+    let line = only_line(&out, &["checksum="]);
+    assert_eq!(line.split_whitespace().last(), Some("OK"), "{out}");
+    assert_eq!(barrier_messages_sent(&out, NODES), 0, "{out}");
+    for obj in stats_objects(&out, NODES) {
+        let sent = |kind: &str| {
+            json_object(obj, kind)
+                .and_then(|o| json_u64(o, "sent"))
+                .unwrap_or(0)
+        };
+        assert!(
+            sent("push") >= ITERS / 4 && sent("dropped") >= ITERS / 4,
+            "every node pushes its boundary rows and drops the copies it read\n{out}"
+        );
+    }
+    // Node 1 reads nothing but its own block and node 0's boundary row (node 0 also gathers
+    // the whole grid to verify it).
+    let node1 = stats_objects(&out, NODES)
+        .into_iter()
+        .find(|o| o.starts_with("{\"node\":1,"))
+        .expect("node 1's statistics");
+    let remote = json_u64(node1, "remote_faults").expect("remote_faults");
+    assert!(
+        remote < ITERS,
+        "node 1: {remote} remote faults in {ITERS} iterations\n{out}"
+    );
+}
+
 /// `SharedSlice::read_into` and `write_from` over several pages ask for all of them at once
 /// (`Node::prefetch`): matvec at 2 nodes with read-ahead and the push off, so that without it
 /// every remote page of `x` would be one read fault and every page of `y` the node had lowered

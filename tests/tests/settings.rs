@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use svm_tests::{example_path, run_svmrun_env, serial, Output};
+use svm_comm::placement;
+use svm_tests::{example_path, run_svmrun_env, serial, word_value, Job, Output};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -23,14 +24,99 @@ fn check(out: &Output, names: &str) {
 }
 
 fn bad_setting(var: &str, value: &str) {
+    bad_settings(&[(var, value)], var);
+}
+
+fn bad_settings(vars: &[(&str, &str)], names: &str) {
     let _serial = serial();
     let counter = example_path("counter");
     let out = run_svmrun_env(
         &["-n", "2", counter.to_str().unwrap(), "10"],
-        &[(var, value)],
+        vars,
         DEADLINE,
     );
-    check(&out, var);
+    check(&out, names);
+}
+
+#[test]
+fn cpus_not_a_cpu_list() {
+    // svmrun's own binding (the default) would replace the exported SVM_CPUS.
+    bad_settings(&[("SVM_BIND", "none"), ("SVM_CPUS", "1-0")], "SVM_CPUS");
+}
+
+#[test]
+fn cpus_the_node_may_not_run_on() {
+    let beyond = placement::allowed_cpus()
+        .expect("allowed CPUs")
+        .last()
+        .copied()
+        .unwrap_or(0)
+        + 1;
+    let beyond = (beyond..1000)
+        .find(|c| !placement::allowed_cpus().unwrap().contains(c))
+        .unwrap_or(1000);
+    bad_settings(
+        &[("SVM_BIND", "none"), ("SVM_CPUS", &beyond.to_string())],
+        "SVM_CPUS",
+    );
+}
+
+/// The CPUs every thread of process `pid` may run on.
+fn thread_cpus(pid: u32) -> Vec<Vec<usize>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the node's threads");
+    tasks
+        .map(|t| {
+            let status = std::fs::read_to_string(t.expect("task").path().join("status"))
+                .expect("task status");
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .expect("Cpus_allowed_list");
+            placement::parse_cpu_list(list.trim()).expect("the kernel's CPU list")
+        })
+        .collect()
+}
+
+/// svmrun gives every node its share of svmrun's CPUs (`--bind cpus`, the default), and the
+/// node runs every thread there, its engine included; `--bind none` leaves the threads on
+/// every CPU svmrun may use.
+#[test]
+fn nodes_run_on_the_cpus_svmrun_gives_them() {
+    const NODES: usize = 2;
+    let allowed = placement::allowed_cpus().expect("allowed CPUs");
+    let sleeper = example_path("sleeper");
+    for bind in ["cpus", "none"] {
+        let _serial = serial();
+        let mut job = Job::start(
+            &["-n", "2", "--bind", bind, sleeper.to_str().unwrap(), "1"],
+            &[],
+        );
+        for _ in 0..NODES {
+            let line = job
+                .wait_for_line(Duration::from_secs(30), |l| l.contains(" pid="))
+                .unwrap_or_else(|| panic!("a node never printed its pid\n{}", job.output_so_far()));
+            let rank: usize = word_value(&line, "rank")
+                .and_then(|r| r.parse().ok())
+                .expect("rank");
+            let pid: u32 = word_value(&line, "pid")
+                .and_then(|p| p.parse().ok())
+                .expect("pid");
+            let want = match bind {
+                "cpus" => placement::node_cpus(&allowed, NODES, rank),
+                _ => allowed.clone(),
+            };
+            let threads = thread_cpus(pid);
+            assert!(
+                threads.len() >= 2,
+                "application and engine threads: {threads:?}"
+            );
+            for cpus in threads {
+                assert_eq!(cpus, want, "--bind {bind}: a thread of node {rank}");
+            }
+        }
+        let out = job.wait(DEADLINE).unwrap_or_else(|t| panic!("{t}"));
+        out.assert_success();
+    }
 }
 
 #[test]

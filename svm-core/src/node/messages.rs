@@ -119,7 +119,7 @@ impl Node {
                 self.space.learn_first_touch(page, home);
                 st.home_queries.remove(&page);
                 let e = st.pages.entry(page);
-                let need = e.waiters.iter().map(|w| w.need).max();
+                let need = e.waiters().iter().map(|w| w.need).max();
                 if let Some(need) = need.filter(|n| *n > e.access) {
                     let proto = self.space.proto_of(page);
                     self.fault_to_protocol(st, page, proto, need)?;

@@ -76,6 +76,7 @@ impl Node {
         timeout: Option<Duration>,
     ) -> Option<UserMessage> {
         let deadline = Instant::now() + timeout.unwrap_or(self.cfg.timeout);
+        let _asleep = self.asleep();
         let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(i) = b.iter().position(&mut filter) {

@@ -182,7 +182,7 @@ impl Node {
         access != Access::None
             && !st.shadows.contains_key(&page)
             && match st.pages.get(page) {
-                Some(e) => e.access == Access::None && !e.present && e.waiters.is_empty(),
+                Some(e) => e.access == Access::None && !e.present && e.waiters().is_empty(),
                 None => true,
             }
             && match self.materialize_source(st, page) {
@@ -363,12 +363,15 @@ impl Node {
             st.counters.local_faults += 1;
             return Ok(());
         }
-        e.waiters.push(PageWaiter {
-            waiter: f.waiter,
-            need,
-            since_ns: f.since_ns,
-            tid: f.tid,
-        });
+        st.pages.add_waiter(
+            page,
+            PageWaiter {
+                waiter: f.waiter,
+                need,
+                since_ns: f.since_ns,
+                tid: f.tid,
+            },
+        );
         let (proto, unresolved) = self.space.fault_route(page);
         if unresolved {
             // A first-touch page this node has never dealt with: learn (or become) its home
@@ -402,7 +405,7 @@ impl Node {
         let mut st = self.lock_state();
         for page in first..=last {
             if let Some(e) = st.pages.get(page) {
-                if e.access >= need || !e.waiters.is_empty() {
+                if e.access >= need || !e.waiters().is_empty() {
                     continue;
                 }
             }

@@ -215,6 +215,9 @@ impl Node {
                     Err(_) => self.complete(st, waiter, WaitResult::ZeroCount),
                 }
             }
+            ReleaseCont::HostBarrierArrive { waiter } => {
+                self.complete(st, waiter, WaitResult::Released)
+            }
         }
         Ok(())
     }
@@ -424,7 +427,41 @@ impl Node {
     /// host and maps the same slots (DECK-SCI). Every node of the job must call it, before
     /// its first barrier, or none. A second call is ignored.
     pub fn use_host_barrier(&self, hb: svm_comm::deck::sci::HostBarrier) {
+        let hooks = {
+            let st = self.lock_state();
+            let mut ps = st.protocols.iter().flatten();
+            ps.any(|p| p.barrier_hooks_without_messages())
+        };
+        self.host_barrier_hooks.store(hooks, Ordering::Relaxed);
         let _ = self.host_barrier.set(hb);
+    }
+
+    /// Runs every protocol's barrier arrival hook for the calling thread, which is about to
+    /// enter barrier `id` through shared memory (`Protocol::barrier_hooks_without_messages`);
+    /// returns once every protocol has answered.
+    fn host_barrier_arrive_hooks(&self, id: u64) {
+        self.wait_op(Blocked::Barrier(id), |n, st, w| {
+            let token = Self::new_token(st);
+            st.releases
+                .insert(token, ReleaseCont::HostBarrierArrive { waiter: w });
+            n.release_all(st, token, true)
+        });
+    }
+
+    /// Runs every protocol's barrier departure hook (no notices) for the calling thread, which
+    /// has left barrier `id` through shared memory; returns once every protocol has answered.
+    fn host_barrier_depart_hooks(&self, id: u64) {
+        self.wait_op(Blocked::Barrier(id), |n, st, w| {
+            let token = Self::new_token(st);
+            st.acquires.insert(
+                token,
+                AcquireCont {
+                    waiters: vec![w],
+                    result: WaitResult::BarrierDone,
+                },
+            );
+            n.acquire_all(st, token, &[], true)
+        });
     }
 
     /// The shared-memory barrier (`use_host_barrier`): Some(result) when the barrier is done
@@ -443,12 +480,25 @@ impl Node {
             let st = self.lock_state();
             slow = st.sync.lock_notice_count() > 0 || st.sems.notice_count() > 0;
         }
+        // Hooks that do work without barrier messages run around the shared-memory barrier;
+        // if another node's arrival sends everyone through the message barrier after all,
+        // that barrier runs them again (a phase of no work for them).
+        let hooks = !slow && self.host_barrier_hooks.load(Ordering::Relaxed);
+        if hooks {
+            self.host_barrier_arrive_hooks(id);
+        }
         let deadline = t0 + self.cfg.timeout;
+        let asleep = self.asleep();
         let got = hb.wait(id, count, slow, Duration::from_millis(100), || {
             Instant::now() < deadline
         });
+        drop(asleep);
         match got {
             Arrival::Done { slow: false } => {
+                if hooks {
+                    self.read_inbound_now();
+                    self.host_barrier_depart_hooks(id);
+                }
                 self.barrier_passed(id, t0, p0);
                 Some(WaitResult::BarrierDone)
             }

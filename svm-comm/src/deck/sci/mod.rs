@@ -1289,6 +1289,10 @@ impl Link for DeckLink {
         Ok(true)
     }
 
+    fn has_inbound(&self) -> bool {
+        self.0.has_inbound()
+    }
+
     fn kind(&self) -> &'static str {
         "deck"
     }
