@@ -225,9 +225,10 @@ pub trait Protocol: Send {
     /// host, `SVM_HOST_BARRIER`) should still run [`Protocol::on_barrier_arrive`] and
     /// [`Protocol::on_barrier_depart`] while every protocol is quiescent, because they do
     /// work there that needs no barrier message (sc-sw's push and drop of copies). Then each
-    /// thread that arrives runs the arrival hook before it enters the shared-memory barrier,
-    /// and the departure hook (with no notices) after it leaves, one per thread; the arrival
-    /// must return no notices. Default: false (such a barrier skips both hooks).
+    /// thread that arrives runs this protocol's arrival hook (the other protocols' are not
+    /// run) before it enters the shared-memory barrier, and its departure hook (with no
+    /// notices) after it leaves, one per thread; the arrival must return no notices. Default:
+    /// false (such a barrier skips both hooks).
     fn barrier_hooks_without_messages(&self) -> bool {
         false
     }

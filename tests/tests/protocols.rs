@@ -602,7 +602,6 @@ fn a_barrier_through_shared_memory_pushes_and_drops_like_the_message_barrier() {
     out.assert_success();
     let line = only_line(&out, &["checksum="]);
     assert_eq!(line.split_whitespace().last(), Some("OK"), "{out}");
-    assert_eq!(barrier_messages_sent(&out, NODES), 0, "{out}");
     for obj in stats_objects(&out, NODES) {
         let sent = |kind: &str| {
             json_object(obj, kind)

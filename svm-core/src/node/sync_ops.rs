@@ -139,10 +139,21 @@ impl Node {
         &self,
         st: &mut EngineState,
         token: u64,
+        hook: impl FnMut(&mut dyn Protocol, &dyn Context, &mut Vec<Action>),
+    ) -> Result<(), EngineError> {
+        self.in_protocols(st, token, |_| true, hook)
+    }
+
+    /// [`Node::in_every_protocol`] for the protocol instances `which` accepts only.
+    pub(super) fn in_protocols(
+        &self,
+        st: &mut EngineState,
+        token: u64,
+        which: impl Fn(&dyn Protocol) -> bool,
         mut hook: impl FnMut(&mut dyn Protocol, &dyn Context, &mut Vec<Action>),
     ) -> Result<(), EngineError> {
         let ids: Vec<u8> = (0..st.protocols.len() as u8)
-            .filter(|i| st.protocols[*i as usize].is_some())
+            .filter(|i| st.protocols[*i as usize].as_deref().is_some_and(&which))
             .collect();
         st.fanin.insert(token, (ids.len(), Vec::new()));
         for id in ids {
@@ -436,20 +447,26 @@ impl Node {
         let _ = self.host_barrier.set(hb);
     }
 
-    /// Runs every protocol's barrier arrival hook for the calling thread, which is about to
-    /// enter barrier `id` through shared memory (`Protocol::barrier_hooks_without_messages`);
-    /// returns once every protocol has answered.
+    /// Runs the barrier arrival hook of the protocols that want it at barriers through shared
+    /// memory (`Protocol::barrier_hooks_without_messages`; the others must not see a barrier
+    /// they take no part in) for the calling thread, which is about to enter barrier `id`;
+    /// returns once they have answered.
     fn host_barrier_arrive_hooks(&self, id: u64) {
         self.wait_op(Blocked::Barrier(id), |n, st, w| {
             let token = Self::new_token(st);
             st.releases
                 .insert(token, ReleaseCont::HostBarrierArrive { waiter: w });
-            n.release_all(st, token, true)
+            n.in_protocols(
+                st,
+                token,
+                |p| p.barrier_hooks_without_messages(),
+                |p, ctx, acts| p.on_barrier_arrive(ctx, token, acts),
+            )
         });
     }
 
-    /// Runs every protocol's barrier departure hook (no notices) for the calling thread, which
-    /// has left barrier `id` through shared memory; returns once every protocol has answered.
+    /// The same for the departure hook (no notices): the calling thread has left barrier `id`
+    /// through shared memory.
     fn host_barrier_depart_hooks(&self, id: u64) {
         self.wait_op(Blocked::Barrier(id), |n, st, w| {
             let token = Self::new_token(st);
@@ -460,7 +477,12 @@ impl Node {
                     result: WaitResult::BarrierDone,
                 },
             );
-            n.acquire_all(st, token, &[], true)
+            n.in_protocols(
+                st,
+                token,
+                |p| p.barrier_hooks_without_messages(),
+                |p, ctx, acts| p.on_barrier_depart(ctx, token, &[], acts),
+            )
         });
     }
 
