@@ -40,7 +40,7 @@ use crate::sys::{futex, EventFd, Poller};
 use crate::{Access, NodeId, PageId};
 
 mod driven;
-mod engine;
+pub(crate) mod engine;
 mod failure;
 mod lockfast;
 mod messages;

@@ -20,7 +20,7 @@ pub(super) const DEFAULT_SPIN_POLLS_ALONE: u32 = 64;
 /// a node can lose a page again before its thread gets to run (the MP-MPICH SMI example
 /// `strided`, three writers at 4 nodes on 2 cores: 3.4–3.7 s without spinning, 1.8–40 s
 /// with 2048 polls).
-pub(super) fn default_spin_polls(nodes: usize, cpus: usize) -> u32 {
+pub(crate) fn default_spin_polls(nodes: usize, cpus: usize) -> u32 {
     if nodes == 1 {
         DEFAULT_SPIN_POLLS_ALONE
     } else if nodes <= cpus {
@@ -46,6 +46,8 @@ impl Node {
         let mut faults: Vec<Fault> = Vec::new();
         let mut closed = vec![false; self.nodes as usize];
         let mut idle_polls = 0u32;
+        // `api::start_node` resolves the default from the CPUs the job may use; a node built
+        // otherwise (tests) counts the host's.
         let spin_polls = self.cfg.spin_polls.unwrap_or_else(|| {
             default_spin_polls(self.nodes as usize, svm_comm::placement::online_cpus())
         });
