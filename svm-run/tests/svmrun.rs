@@ -594,6 +594,44 @@ fn bad_command_lines_are_rejected() {
     let done = svmrun(&["-n", "2", "--protocol", "tso", "/bin/true"]);
     assert_eq!(done.code(), Some(2));
     assert!(done.err().contains("sc-sw") && done.err().contains("scope"));
+    let done = svmrun(&["-n", "2", "--bind", "sideways", "/bin/true"]);
+    assert_eq!(done.code(), Some(2));
+    assert!(done.err().contains("cpus") && done.err().contains("none"));
+}
+
+/// `--bind cpus` (the default) gives every rank its share of svmrun's CPUs as SVM_CPUS;
+/// `--bind none` and its twin `SVM_BIND=none` set nothing, and an exported SVM_CPUS is then
+/// inherited.
+#[test]
+fn every_rank_gets_its_share_of_the_cpus_unless_told_not_to() {
+    use svm_comm::placement;
+    let script = "echo cpus=$SVM_CPUS";
+    let allowed = placement::allowed_cpus().expect("svmrun's CPUs");
+    let done = svmrun(&["-n", "3", "/bin/sh", "-c", script]);
+    assert_eq!(done.code(), Some(0), "{}", done.err());
+    for (rank, env) in per_rank(&done) {
+        let want = placement::node_cpus(&allowed, 3, rank as usize);
+        assert_eq!(
+            env["cpus"],
+            placement::format_cpu_list(&want),
+            "rank {rank}"
+        );
+    }
+    let none = svmrun(&["-n", "2", "--bind", "none", "/bin/sh", "-c", script]);
+    let twin = svmrun_env(
+        &["-n", "2", "/bin/sh", "-c", script],
+        &[("SVM_BIND", "none")],
+    );
+    let kept = svmrun_env(
+        &["-n", "2", "--bind", "none", "/bin/sh", "-c", script],
+        &[("SVM_CPUS", "0")],
+    );
+    for (done, want) in [(none, ""), (twin, ""), (kept, "0")] {
+        assert_eq!(done.code(), Some(0), "{}", done.err());
+        for env in per_rank(&done).values() {
+            assert_eq!(env["cpus"], want);
+        }
+    }
 }
 
 #[test]
