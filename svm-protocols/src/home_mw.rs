@@ -25,6 +25,9 @@ use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg, Prot
 use crate::sc_single_writer::NodeSet;
 use crate::scan_ahead::ScanAhead;
 
+#[path = "home_mw_refetch.rs"]
+mod refetch;
+
 /// When stale copies are invalidated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -47,6 +50,8 @@ struct NodePage {
     /// reply may predate the writes the notice stands for: it is dropped and the page fetched
     /// again.
     stale_fetch: bool,
+    /// Fetches of the page at barrier departures after it was invalidated (`refetch`).
+    refetch: refetch::Refetch,
 }
 
 /// Who waits for the invalidations a home started.
@@ -123,6 +128,8 @@ pub(crate) struct HomeMw {
     since_barrier: BTreeSet<PageId>,
     /// Lock acquires minus lock releases on this node: critical sections open.
     open: u32,
+    /// Pages to fetch again at the next barrier departure (`refetch`).
+    refetch: refetch::RefetchQueue,
     stats: ProtocolStats,
 }
 
@@ -147,6 +154,7 @@ impl HomeMw {
             since_release: BTreeSet::new(),
             since_barrier: BTreeSet::new(),
             open: 0,
+            refetch: Default::default(),
             stats: ProtocolStats::default(),
         }
     }
@@ -211,6 +219,7 @@ impl HomeMw {
     /// A fault fetches `page`: the fetch, plus the read-ahead of the pages after it (same
     /// home, same region, no copy here, no fetch outstanding) when the faults scan in order.
     fn fetch_for_fault(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        self.note_demand_fetch(page);
         self.fetch(ctx, page, out);
         let pages = &self.pages;
         let run = self.fetch_ahead.take(page, |q| {
@@ -501,6 +510,7 @@ impl HomeMw {
     ) {
         if self.page(page).access != Access::None {
             self.stats.invalidations += 1;
+            self.note_copy_lost(page);
         }
         let ack = ProtoMsg::InvalAck { page };
         if self.dirty.remove(&page) {
@@ -669,6 +679,7 @@ impl HomeMw {
         if self.mode == Mode::Notices {
             self.apply_notices(ctx, notices, out);
         }
+        self.refetch_lost(ctx, out);
         out.push(Action::AcquireDone { token });
     }
 
@@ -701,6 +712,9 @@ impl HomeMw {
                 push.entry(ctx.home(p)).or_default().push(p);
             }
             drop.push(p);
+        }
+        for &p in &drop {
+            self.note_copy_lost(p);
         }
         if !push.is_empty() {
             let id = self.next_flush;
@@ -741,6 +755,7 @@ impl HomeMw {
         self.served.retain(|p| !gone(p));
         self.since_release.retain(|p| !gone(p));
         self.since_barrier.retain(|p| !gone(p));
+        self.refetch.forget(&pages);
         true
     }
 

@@ -203,3 +203,65 @@ fn a_homes_first_touch_makes_the_untouched_home_pages_around_it_writable() {
         assert!(fault(&mut p, 1, 20, Access::Write).is_empty());
     }
 }
+
+fn depart(p: &mut HomeMw, me: NodeId, notices: &[PageId]) -> Vec<Action> {
+    let mut out = Vec::new();
+    p.on_barrier_depart(&ctx(me), 7, notices, &mut out);
+    out
+}
+
+/// sc-mw: a copy the home invalidates is fetched again at the barrier departure, as many times
+/// as a fault's budget allows; a fault after the budget ran out earns twice as many.
+#[test]
+fn a_copy_invalidated_before_a_barrier_is_fetched_again_at_the_departure() {
+    use refetch::{REFETCH_BUDGET, REFETCH_BUDGET_MAX};
+    let mut p = HomeMw::new(Mode::Eager);
+    assert_eq!(requested(&fault(&mut p, 0, 5, Access::Read)), vec![5]);
+    grant(&mut p, 0, 1, 5);
+    // Without an invalidation a departure fetches nothing.
+    assert!(requested(&depart(&mut p, 0, &[])).is_empty());
+    let mut budget = REFETCH_BUDGET as usize;
+    for round in 0..3 {
+        for i in 0..budget {
+            msg(&mut p, 0, 1, ProtoMsg::Inval { page: 5 });
+            assert_eq!(
+                requested(&depart(&mut p, 0, &[])),
+                vec![5],
+                "round {round}, refetch {i}"
+            );
+            grant(&mut p, 0, 1, 5);
+        }
+        // Out of budget: the copy stays lost until the node faults on it again.
+        msg(&mut p, 0, 1, ProtoMsg::Inval { page: 5 });
+        assert!(
+            requested(&depart(&mut p, 0, &[])).is_empty(),
+            "round {round}"
+        );
+        assert_eq!(requested(&fault(&mut p, 0, 5, Access::Read)), vec![5]);
+        grant(&mut p, 0, 1, 5);
+        budget = (budget * 2).min(REFETCH_BUDGET_MAX as usize);
+    }
+    // A page never faulted on is never fetched at a departure.
+    msg(&mut p, 0, 1, ProtoMsg::Inval { page: 6 });
+    assert!(requested(&depart(&mut p, 0, &[])).is_empty());
+}
+
+/// scope: the write notices of a barrier invalidate the copy at the departure, which fetches
+/// it again at once; a copy whose fetch is still outstanding is not asked for twice, and pages
+/// this node is home of are never fetched.
+#[test]
+fn scope_fetches_again_what_the_departures_notices_invalidate() {
+    let mut p = HomeMw::new(Mode::Notices);
+    for page in [5, 6] {
+        assert_eq!(requested(&fault(&mut p, 0, page, Access::Read)), vec![page]);
+        grant(&mut p, 0, 1, page);
+    }
+    assert_eq!(requested(&depart(&mut p, 0, &[5, 6])), vec![5, 6]);
+    // 5's refetch is granted, 6's is still on its way at the next departure.
+    grant(&mut p, 0, 1, 5);
+    assert_eq!(requested(&depart(&mut p, 0, &[5, 6])), vec![5]);
+    // Node 1's own pages (it is their home) hold the master copy: no fetch.
+    let mut home = HomeMw::new(Mode::Notices);
+    fault(&mut home, 1, 5, Access::Write);
+    assert!(requested(&depart(&mut home, 1, &[5])).is_empty());
+}
