@@ -997,20 +997,24 @@ pub fn free_collective(addr: usize) -> Result<()> {
     global_barrier(n)?;
     // Every node has stopped using the region; messages about it sent before the barrier may
     // still be on their way. One message on every link pushes them through (links are FIFO).
+    // A second round pushes through the answers to requests the first round pushed through
+    // (a fetch asked for at the barrier's departure: sc-mw and scope).
     let me = n.me as usize;
-    for to in (0..n.nodes as usize).filter(|&to| to != me) {
-        n.send_user(to as NodeId, DESTROY_TAG, &(addr as u64).to_le_bytes());
-    }
-    for from in (0..n.nodes as usize).filter(|&f| f != me) {
-        let m = n
-            .recv_user(|m| m.tag == DESTROY_TAG && m.from as usize == from, None)
-            .ok_or_else(|| err("no flush message".into()))?;
-        let theirs = m.data.try_into().map(u64::from_le_bytes).unwrap_or(0) as usize;
-        if theirs != addr {
-            return Err(err(format!(
-                "node {from} destroys the region at {theirs:#x} at the same point: every node \
-                 must destroy the same regions in the same order"
-            )));
+    for _round in 0..2 {
+        for to in (0..n.nodes as usize).filter(|&to| to != me) {
+            n.send_user(to as NodeId, DESTROY_TAG, &(addr as u64).to_le_bytes());
+        }
+        for from in (0..n.nodes as usize).filter(|&f| f != me) {
+            let m = n
+                .recv_user(|m| m.tag == DESTROY_TAG && m.from as usize == from, None)
+                .ok_or_else(|| err("no flush message".into()))?;
+            let theirs = m.data.try_into().map(u64::from_le_bytes).unwrap_or(0) as usize;
+            if theirs != addr {
+                return Err(err(format!(
+                    "node {from} destroys the region at {theirs:#x} at the same point: every \
+                     node must destroy the same regions in the same order"
+                )));
+            }
         }
     }
     n.forget_pages(pages).map_err(err)?;
