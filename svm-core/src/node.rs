@@ -379,6 +379,9 @@ pub struct Node {
     /// memory, or waiting for a user message (the engine spins while some thread waits,
     /// `engine.rs`).
     asleep: AtomicU32,
+    /// Some application thread waited for the engine (a page, a synchronisation operation)
+    /// when the last step let go of the state (`step.rs`).
+    threads_in_engine: AtomicBool,
     failure_mode: FailureMode,
     /// A number no other node of this process has (thread-local caches key on it).
     instance: u64,
@@ -521,6 +524,7 @@ impl Node {
             host_barrier_busy: Mutex::new(Default::default()),
             host_barrier_hooks: AtomicBool::new(false),
             asleep: AtomicU32::new(0),
+            threads_in_engine: AtomicBool::new(false),
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),
             failure: Mutex::new(None),

@@ -132,19 +132,16 @@ impl Node {
     }
 
     /// Whether some application thread of this node waits: for a page, in a synchronisation
-    /// operation, for a user message (true while another thread runs a step). Only then does the
+    /// operation (as the last step left the state), for a user message. Only then does the
     /// engine spin: its node's threads are not computing, so the spin takes no CPU from them
     /// (each node on CPUs of its own, `SVM_CPUS`); while they compute, a spinning engine
     /// would take their CPU (Mandelbrot at 2 nodes: 0.20 s spinning after every slice handed
     /// out, 0.14 s without).
+    ///
+    /// Read from atomics only: holding the state here, even for a moment, could make an
+    /// application thread post its operation (`step.rs`) to a holder that runs no posts.
     fn threads_wait(&self) -> bool {
-        if self.asleep.load(Ordering::Relaxed) > 0 {
-            return true;
-        }
-        match self.state.try_lock() {
-            Ok(st) => !st.blocked.is_empty() || st.pages.has_waiters(),
-            Err(_) => true,
-        }
+        self.asleep.load(Ordering::Relaxed) > 0 || self.threads_in_engine.load(Ordering::Relaxed)
     }
 
     /// Counts the calling thread as asleep (see [`Node::threads_wait`]) until the guard drops.

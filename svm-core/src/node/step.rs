@@ -71,6 +71,9 @@ impl Drop for StateGuard<'_> {
                 if !std::thread::panicking() {
                     node.run_posted(st);
                 }
+                // For the engine's spin (`Node::threads_wait`), which must not take the state.
+                let waiting = !st.blocked.is_empty() || st.pages.has_waiters();
+                node.threads_in_engine.store(waiting, Ordering::Relaxed);
             }
             drop(self.guard.take());
             node.write_out();
