@@ -129,7 +129,7 @@ pub(crate) struct HomeMw {
     /// Lock acquires minus lock releases on this node: critical sections open.
     open: u32,
     /// Pages to fetch again at the next barrier departure (`refetch`).
-    refetch: refetch::RefetchQueue,
+    refetch: BTreeSet<PageId>,
     stats: ProtocolStats,
 }
 
@@ -154,7 +154,7 @@ impl HomeMw {
             since_release: BTreeSet::new(),
             since_barrier: BTreeSet::new(),
             open: 0,
-            refetch: Default::default(),
+            refetch: BTreeSet::new(),
             stats: ProtocolStats::default(),
         }
     }
@@ -755,7 +755,7 @@ impl HomeMw {
         self.served.retain(|p| !gone(p));
         self.since_release.retain(|p| !gone(p));
         self.since_barrier.retain(|p| !gone(p));
-        self.refetch.forget(&pages);
+        self.refetch.retain(|p| !gone(p));
         true
     }
 

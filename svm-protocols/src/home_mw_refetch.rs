@@ -15,8 +15,6 @@
 //! next budget, up to [`REFETCH_BUDGET_MAX`]. A page the node stopped reading costs at most
 //! one budget of needless fetches; a steady one a fault per budget.
 
-use std::collections::BTreeSet;
-
 use svm_core::protocol::{Access, Action, Context, PageId};
 
 use super::HomeMw;
@@ -36,16 +34,6 @@ pub(super) struct Refetch {
     refill: u8,
 }
 
-/// Pages to fetch again at the next barrier departure.
-#[derive(Debug, Default)]
-pub(super) struct RefetchQueue(BTreeSet<PageId>);
-
-impl RefetchQueue {
-    pub(super) fn forget(&mut self, pages: &std::ops::Range<PageId>) {
-        self.0.retain(|p| !pages.contains(p));
-    }
-}
-
 impl HomeMw {
     /// A fault makes this node fetch `page`: it reads the page, so refetches of it are used.
     pub(super) fn note_demand_fetch(&mut self, page: PageId) {
@@ -61,14 +49,14 @@ impl HomeMw {
     /// This node's read copy of `page` was just invalidated.
     pub(super) fn note_copy_lost(&mut self, page: PageId) {
         if self.page(page).refetch.budget > 0 {
-            self.refetch.0.insert(page);
+            self.refetch.insert(page);
         }
     }
 
     /// At a barrier departure: fetches the pages invalidated since the last one that still
     /// have budget, unless a copy is here or on its way already.
     pub(super) fn refetch_lost(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
-        for page in std::mem::take(&mut self.refetch.0) {
+        for page in std::mem::take(&mut self.refetch) {
             let np = self.page(page);
             if np.access != Access::None || np.fetching || np.refetch.budget == 0 {
                 continue;

@@ -447,41 +447,31 @@ impl Node {
         let _ = self.host_barrier.set(hb);
     }
 
-    /// Runs the barrier arrival hook of the protocols that want it at barriers through shared
-    /// memory (`Protocol::barrier_hooks_without_messages`; the others must not see a barrier
-    /// they take no part in) for the calling thread, which is about to enter barrier `id`;
-    /// returns once they have answered.
-    fn host_barrier_arrive_hooks(&self, id: u64) {
+    /// Runs, for the calling thread, the barrier arrival hook (`arrive`; it is about to enter
+    /// barrier `id` through shared memory) or departure hook (no notices; it has left it) of
+    /// the protocols that want them at such barriers (`Protocol::barrier_hooks_without_messages`;
+    /// the others must not see a barrier they take no part in); returns once they answered.
+    fn host_barrier_hooks(&self, id: u64, arrive: bool) {
         self.wait_op(Blocked::Barrier(id), |n, st, w| {
             let token = Self::new_token(st);
-            st.releases
-                .insert(token, ReleaseCont::HostBarrierArrive { waiter: w });
-            n.in_protocols(
-                st,
-                token,
-                |p| p.barrier_hooks_without_messages(),
-                |p, ctx, acts| p.on_barrier_arrive(ctx, token, acts),
-            )
-        });
-    }
-
-    /// The same for the departure hook (no notices): the calling thread has left barrier `id`
-    /// through shared memory.
-    fn host_barrier_depart_hooks(&self, id: u64) {
-        self.wait_op(Blocked::Barrier(id), |n, st, w| {
-            let token = Self::new_token(st);
-            st.acquires.insert(
-                token,
-                AcquireCont {
+            if arrive {
+                st.releases
+                    .insert(token, ReleaseCont::HostBarrierArrive { waiter: w });
+            } else {
+                let cont = AcquireCont {
                     waiters: vec![w],
                     result: WaitResult::BarrierDone,
-                },
-            );
+                };
+                st.acquires.insert(token, cont);
+            }
             n.in_protocols(
                 st,
                 token,
                 |p| p.barrier_hooks_without_messages(),
-                |p, ctx, acts| p.on_barrier_depart(ctx, token, &[], acts),
+                |p, ctx, acts| match arrive {
+                    true => p.on_barrier_arrive(ctx, token, acts),
+                    false => p.on_barrier_depart(ctx, token, &[], acts),
+                },
             )
         });
     }
@@ -507,7 +497,7 @@ impl Node {
         // that barrier runs them again (a phase of no work for them).
         let hooks = !slow && self.host_barrier_hooks.load(Ordering::Relaxed);
         if hooks {
-            self.host_barrier_arrive_hooks(id);
+            self.host_barrier_hooks(id, true);
         }
         let deadline = t0 + self.cfg.timeout;
         let asleep = self.asleep();
@@ -519,7 +509,7 @@ impl Node {
             Arrival::Done { slow: false } => {
                 if hooks {
                     self.read_inbound_now();
-                    self.host_barrier_depart_hooks(id);
+                    self.host_barrier_hooks(id, false);
                 }
                 self.barrier_passed(id, t0, p0);
                 Some(WaitResult::BarrierDone)
