@@ -74,10 +74,22 @@ pub struct Config {
     /// read copies of the pages it wrote to the nodes that asked to read them before;
     /// `1` (default) or `0`.
     pub push: bool,
+    /// `SVM_ENGINE_SLICE_US`: the time slice (µs) the engine thread asks the kernel for
+    /// (`sched_setattr`), so that its wake-ups preempt the node's computing thread instead of
+    /// waiting for that thread's slice to end; default [`DEFAULT_ENGINE_SLICE_US`], 0 = the
+    /// kernel's default slice.
+    pub engine_slice_us: u64,
 }
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
 pub const DEFAULT_HOLD_US: u64 = 300;
+
+/// The default of `SVM_ENGINE_SLICE_US`: the shortest slice Linux gives a normal thread;
+/// measurements in docs/configuration.md.
+pub const DEFAULT_ENGINE_SLICE_US: u64 = 100;
+
+/// The range of slices the kernel accepts (`sched_setattr` clamps to it).
+pub const ENGINE_SLICE_US_RANGE: std::ops::RangeInclusive<u64> = 100..=100_000;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -344,8 +356,24 @@ impl Config {
         let fault_around = at_most("SVM_FAULT_AROUND", 64, 4096, "a page count")? as usize;
         let hold_us = at_most("SVM_HOLD_US", DEFAULT_HOLD_US, 1_000_000, "microseconds")?;
         let push = on_unless_0("SVM_PUSH")?;
+        let engine_slice_us = match get("SVM_ENGINE_SLICE_US") {
+            None => DEFAULT_ENGINE_SLICE_US,
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|us| *us == 0 || ENGINE_SLICE_US_RANGE.contains(us))
+                .ok_or_else(|| {
+                    invalid(
+                        "SVM_ENGINE_SLICE_US",
+                        &v,
+                        "expected 0 (the kernel's default) or microseconds from 100 to 100000",
+                    )
+                })?,
+        };
         Ok(Config {
             push,
+            engine_slice_us,
             profile,
             trace,
             prefetch,
@@ -440,6 +468,29 @@ mod tests {
         says(&[("SVM_HOLD_US", "1000001")], "SVM_HOLD_US", "microseconds");
         says(&[("SVM_HOLD_US", "-5")], "SVM_HOLD_US", "microseconds");
         says(&[("SVM_PUSH", "on")], "SVM_PUSH", "0 or 1");
+    }
+
+    #[test]
+    fn engine_slice() {
+        assert_eq!(cfg(&[]).unwrap().engine_slice_us, DEFAULT_ENGINE_SLICE_US);
+        for (v, us) in [
+            ("0", 0),
+            ("100", 100),
+            (" 2000 ", 2000),
+            ("100000", 100_000),
+        ] {
+            assert_eq!(
+                cfg(&[("SVM_ENGINE_SLICE_US", v)]).unwrap().engine_slice_us,
+                us
+            );
+        }
+        for v in ["99", "100001", "fast", "-1"] {
+            says(
+                &[("SVM_ENGINE_SLICE_US", v)],
+                "SVM_ENGINE_SLICE_US",
+                "from 100 to 100000",
+            );
+        }
     }
 
     fn says(vars: &[(&str, &str)], var: &str, what: &str) {

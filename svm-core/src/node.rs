@@ -422,6 +422,7 @@ impl Node {
             .name(format!("svm-engine-{}", node.me))
             .spawn(move || {
                 let n3 = n2.clone();
+                n3.ask_for_engine_slice();
                 // A dead engine thread would leave faulting threads parked forever: abort instead.
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
                     if let Err(e) = n3.engine_loop() {

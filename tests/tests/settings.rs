@@ -71,6 +71,109 @@ fn thread_cpus(pid: u32) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// `(rank, pid)` of each of the `nodes` nodes of a job of the `sleeper` example, which prints
+/// them before it sleeps.
+fn node_pids(job: &mut Job, nodes: usize) -> Vec<(usize, u32)> {
+    (0..nodes)
+        .map(|_| {
+            let line = job
+                .wait_for_line(Duration::from_secs(30), |l| l.contains(" pid="))
+                .unwrap_or_else(|| panic!("a node never printed its pid\n{}", job.output_so_far()));
+            let rank = word_value(&line, "rank")
+                .and_then(|r| r.parse().ok())
+                .expect("rank");
+            let pid = word_value(&line, "pid")
+                .and_then(|p| p.parse().ok())
+                .expect("pid");
+            (rank, pid)
+        })
+        .collect()
+}
+
+/// The time slice (ns, `se.slice` of `/proc/PID/task/TID/sched`) of every thread of `pid`
+/// whose name starts with `svm-engine`.
+fn engine_slices(pid: u32) -> Vec<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the node's threads");
+    tasks
+        .filter_map(|t| {
+            let dir = t.expect("task").path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            if !comm.starts_with("svm-engine") {
+                return None;
+            }
+            let sched = std::fs::read_to_string(dir.join("sched")).expect("task sched");
+            let line = sched
+                .lines()
+                .find(|l| l.starts_with("se.slice"))
+                .unwrap_or_else(|| panic!("no se.slice in the scheduler's view:\n{sched}"));
+            let ns = line.rsplit(':').next().expect("value").trim();
+            Some(ns.parse().unwrap_or_else(|_| panic!("se.slice {ns:?}")))
+        })
+        .collect()
+}
+
+/// Whether the kernel gives normal threads the slice they ask for (Linux 6.12 and later).
+fn kernel_has_custom_slices() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
+    let mut v = release
+        .trim()
+        .split(['.', '-'])
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 12)
+}
+
+/// Every node's engine thread runs with the slice of `SVM_ENGINE_SLICE_US` (default 100 µs),
+/// so its wake-ups preempt the computing thread; 0 leaves the kernel's default.
+#[test]
+fn engine_threads_get_the_slice_they_are_told() {
+    if !kernel_has_custom_slices() {
+        eprintln!("skipped: the kernel is older than 6.12 and ignores custom slices");
+        return;
+    }
+    let sleeper = example_path("sleeper");
+    let default_ns = |pid: u32| -> u64 {
+        let sched = std::fs::read_to_string(format!("/proc/{pid}/sched")).expect("sched");
+        let line = sched
+            .lines()
+            .find(|l| l.starts_with("se.slice"))
+            .expect("se.slice");
+        line.rsplit(':').next().unwrap().trim().parse().expect("ns")
+    };
+    for (setting, want) in [
+        (None, Some(100_000)),
+        (Some("2000"), Some(2_000_000)),
+        (Some("0"), None),
+    ] {
+        let _serial = serial();
+        let env: Vec<(&str, &str)> = setting
+            .map(|v| ("SVM_ENGINE_SLICE_US", v))
+            .into_iter()
+            .collect();
+        let mut job = Job::start(&["-n", "2", sleeper.to_str().unwrap(), "1"], &env);
+        for (rank, pid) in node_pids(&mut job, 2) {
+            let slices = engine_slices(pid);
+            assert_eq!(
+                slices.len(),
+                1,
+                "node {rank}: one engine thread: {slices:?}"
+            );
+            // Unset, the engine keeps the slice of the main thread (the kernel's default).
+            let want = want.unwrap_or_else(|| default_ns(pid));
+            assert_eq!(
+                slices[0], want,
+                "node {rank}, SVM_ENGINE_SLICE_US={setting:?}"
+            );
+        }
+        let out = job.wait(DEADLINE).unwrap_or_else(|t| panic!("{t}"));
+        out.assert_success();
+    }
+}
+
+#[test]
+fn engine_slice_shorter_than_the_kernel_allows() {
+    bad_setting("SVM_ENGINE_SLICE_US", "50");
+}
+
 /// svmrun gives every node its share of svmrun's CPUs (`--bind cpus`, the default), and the
 /// node runs every thread there, its engine included; `--bind none` leaves the threads on
 /// every CPU svmrun may use.
@@ -85,16 +188,7 @@ fn nodes_run_on_the_cpus_svmrun_gives_them() {
             &["-n", "2", "--bind", bind, sleeper.to_str().unwrap(), "1"],
             &[],
         );
-        for _ in 0..NODES {
-            let line = job
-                .wait_for_line(Duration::from_secs(30), |l| l.contains(" pid="))
-                .unwrap_or_else(|| panic!("a node never printed its pid\n{}", job.output_so_far()));
-            let rank: usize = word_value(&line, "rank")
-                .and_then(|r| r.parse().ok())
-                .expect("rank");
-            let pid: u32 = word_value(&line, "pid")
-                .and_then(|p| p.parse().ok())
-                .expect("pid");
+        for (rank, pid) in node_pids(&mut job, NODES) {
             let want = match bind {
                 "cpus" => placement::node_cpus(&allowed, NODES, rank),
                 _ => allowed.clone(),

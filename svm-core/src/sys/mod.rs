@@ -5,6 +5,7 @@
 
 pub mod cabi;
 pub mod futex;
+pub mod sched;
 pub mod segv;
 pub mod uffd;
 
