@@ -79,6 +79,9 @@ pub struct Config {
     /// waiting for that thread's slice to end; default [`DEFAULT_ENGINE_SLICE_US`], 0 = the
     /// kernel's default slice.
     pub engine_slice_us: u64,
+    /// `SVM_ENGINE_NICE`: the nice value the engine thread asks for (-20 to 19; default
+    /// [`DEFAULT_ENGINE_NICE`]); left out where the process may not raise its priority.
+    pub engine_nice: i32,
 }
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
@@ -87,6 +90,9 @@ pub const DEFAULT_HOLD_US: u64 = 300;
 /// The default of `SVM_ENGINE_SLICE_US`: the shortest slice Linux gives a normal thread;
 /// measurements in docs/configuration.md.
 pub const DEFAULT_ENGINE_SLICE_US: u64 = 100;
+
+/// The default of `SVM_ENGINE_NICE`; measurements in docs/configuration.md.
+pub const DEFAULT_ENGINE_NICE: i32 = -10;
 
 /// The range of slices the kernel accepts (`sched_setattr` clamps to it).
 pub const ENGINE_SLICE_US_RANGE: std::ops::RangeInclusive<u64> = 100..=100_000;
@@ -371,9 +377,25 @@ impl Config {
                     )
                 })?,
         };
+        let engine_nice = match get("SVM_ENGINE_NICE") {
+            None => DEFAULT_ENGINE_NICE,
+            Some(v) => v
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|n| (-20..=19).contains(n))
+                .ok_or_else(|| {
+                    invalid(
+                        "SVM_ENGINE_NICE",
+                        &v,
+                        "expected a nice value from -20 to 19",
+                    )
+                })?,
+        };
         Ok(Config {
             push,
             engine_slice_us,
+            engine_nice,
             profile,
             trace,
             prefetch,
@@ -468,6 +490,21 @@ mod tests {
         says(&[("SVM_HOLD_US", "1000001")], "SVM_HOLD_US", "microseconds");
         says(&[("SVM_HOLD_US", "-5")], "SVM_HOLD_US", "microseconds");
         says(&[("SVM_PUSH", "on")], "SVM_PUSH", "0 or 1");
+    }
+
+    #[test]
+    fn engine_nice() {
+        assert_eq!(cfg(&[]).unwrap().engine_nice, DEFAULT_ENGINE_NICE);
+        for (v, n) in [("-20", -20), (" 0 ", 0), ("19", 19)] {
+            assert_eq!(cfg(&[("SVM_ENGINE_NICE", v)]).unwrap().engine_nice, n);
+        }
+        for v in ["-21", "20", "low"] {
+            says(
+                &[("SVM_ENGINE_NICE", v)],
+                "SVM_ENGINE_NICE",
+                "from -20 to 19",
+            );
+        }
     }
 
     #[test]

@@ -356,10 +356,11 @@ pub struct Node {
     next_waiter: AtomicU64,
     user_box: Mutex<VecDeque<UserMessage>>,
     user_cv: std::sync::Condvar,
-    /// A timer is armed — a lock token lingers (`EngineState::lingers` is not empty) or a
-    /// protocol has a `next_timer` (sc-sw's minimum hold): the engine polls without sleeping
-    /// until every timer has run (`Node::run_timers`).
-    timers_armed: AtomicBool,
+    /// When the earliest armed timer is due (ns, as `EngineState::now`; `u64::MAX`: none) — a
+    /// lock token lingers (`EngineState::lingers`) or a protocol has a `next_timer` (sc-sw's
+    /// minimum hold). Written under the state lock; the engine sleeps in epoll until then
+    /// (`Node::run_timers`).
+    timer_due: AtomicU64,
     /// Fast-path words by lock id, for application threads (written under the state lock).
     fast: RwLock<FxHashMap<u64, Arc<FastLock>>>,
     /// Some protocol is not quiescent (`Protocol::quiescent`): no fast-path lock operation.
@@ -379,9 +380,9 @@ pub struct Node {
     /// memory, or waiting for a user message (the engine spins while some thread waits,
     /// `engine.rs`).
     asleep: AtomicU32,
-    /// Some application thread waited for the engine (a page, a synchronisation operation)
+    /// Application threads that waited for the engine (a page, a synchronisation operation)
     /// when the last step let go of the state (`step.rs`).
-    threads_in_engine: AtomicBool,
+    waiting_in_engine: AtomicU32,
     failure_mode: FailureMode,
     /// A number no other node of this process has (thread-local caches key on it).
     instance: u64,
@@ -422,7 +423,7 @@ impl Node {
             .name(format!("svm-engine-{}", node.me))
             .spawn(move || {
                 let n3 = n2.clone();
-                n3.ask_for_engine_slice();
+                n3.ask_for_engine_priority();
                 // A dead engine thread would leave faulting threads parked forever: abort instead.
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
                     if let Err(e) = n3.engine_loop() {
@@ -517,7 +518,7 @@ impl Node {
             next_waiter: AtomicU64::new(1),
             user_box: Mutex::new(VecDeque::new()),
             user_cv: std::sync::Condvar::new(),
-            timers_armed: AtomicBool::new(false),
+            timer_due: AtomicU64::new(u64::MAX),
             fast: RwLock::new(FxHashMap::default()),
             proto_dirty: AtomicBool::new(true),
             fast_held: AtomicU32::new(0),
@@ -525,7 +526,7 @@ impl Node {
             host_barrier_busy: Mutex::new(Default::default()),
             host_barrier_hooks: AtomicBool::new(false),
             asleep: AtomicU32::new(0),
-            threads_in_engine: AtomicBool::new(false),
+            waiting_in_engine: AtomicU32::new(0),
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),
             failure: Mutex::new(None),

@@ -74,6 +74,11 @@ impl PageTable {
         self.waiting > 0
     }
 
+    /// How many waits for pages there are (one per faulting thread).
+    pub fn waiter_count(&self) -> usize {
+        self.waiting
+    }
+
     /// Records a new protection and returns the waiters it satisfies (removed from the page).
     pub fn set_access(
         &mut self,

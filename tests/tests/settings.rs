@@ -90,9 +90,9 @@ fn node_pids(job: &mut Job, nodes: usize) -> Vec<(usize, u32)> {
         .collect()
 }
 
-/// The time slice (ns, `se.slice` of `/proc/PID/task/TID/sched`) of every thread of `pid`
-/// whose name starts with `svm-engine`.
-fn engine_slices(pid: u32) -> Vec<u64> {
+/// The time slice (ns, `se.slice` of `/proc/PID/task/TID/sched`) and the nice value of every
+/// thread of `pid` whose name starts with `svm-engine`.
+fn engine_sched(pid: u32) -> Vec<(u64, i32)> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the node's threads");
     tasks
         .filter_map(|t| {
@@ -101,15 +101,31 @@ fn engine_slices(pid: u32) -> Vec<u64> {
             if !comm.starts_with("svm-engine") {
                 return None;
             }
-            let sched = std::fs::read_to_string(dir.join("sched")).expect("task sched");
-            let line = sched
-                .lines()
-                .find(|l| l.starts_with("se.slice"))
-                .unwrap_or_else(|| panic!("no se.slice in the scheduler's view:\n{sched}"));
-            let ns = line.rsplit(':').next().expect("value").trim();
-            Some(ns.parse().unwrap_or_else(|_| panic!("se.slice {ns:?}")))
+            Some((slice_ns(&dir), nice(&dir)))
         })
         .collect()
+}
+
+/// `se.slice` of a task directory (`/proc/PID` or `/proc/PID/task/TID`).
+fn slice_ns(dir: &std::path::Path) -> u64 {
+    let sched = std::fs::read_to_string(dir.join("sched")).expect("task sched");
+    let line = sched
+        .lines()
+        .find(|l| l.starts_with("se.slice"))
+        .unwrap_or_else(|| panic!("no se.slice in the scheduler's view:\n{sched}"));
+    let ns = line.rsplit(':').next().expect("value").trim();
+    ns.parse().unwrap_or_else(|_| panic!("se.slice {ns:?}"))
+}
+
+/// The nice value of a task directory (field 19 of `stat`, counted after the command name).
+fn nice(dir: &std::path::Path) -> i32 {
+    let stat = std::fs::read_to_string(dir.join("stat")).expect("task stat");
+    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
+    after_comm
+        .split_whitespace()
+        .nth(16)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("nice in {stat:?}"))
 }
 
 /// Whether the kernel gives normal threads the slice they ask for (Linux 6.12 and later).
@@ -122,51 +138,54 @@ fn kernel_has_custom_slices() -> bool {
     (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 12)
 }
 
-/// Every node's engine thread runs with the slice of `SVM_ENGINE_SLICE_US` (default 100 µs),
-/// so its wake-ups preempt the computing thread; 0 leaves the kernel's default.
+/// Every node's engine thread runs with the slice of `SVM_ENGINE_SLICE_US` (default 100 µs)
+/// and the nice value of `SVM_ENGINE_NICE` (default -10; CI runs as root, which may take
+/// it), so its wake-ups preempt the computing thread; a slice of 0 leaves the kernel's.
 #[test]
-fn engine_threads_get_the_slice_they_are_told() {
+fn engine_threads_get_the_slice_and_nice_value_they_are_told() {
     if !kernel_has_custom_slices() {
         eprintln!("skipped: the kernel is older than 6.12 and ignores custom slices");
         return;
     }
     let sleeper = example_path("sleeper");
-    let default_ns = |pid: u32| -> u64 {
-        let sched = std::fs::read_to_string(format!("/proc/{pid}/sched")).expect("sched");
-        let line = sched
-            .lines()
-            .find(|l| l.starts_with("se.slice"))
-            .expect("se.slice");
-        line.rsplit(':').next().unwrap().trim().parse().expect("ns")
-    };
-    for (setting, want) in [
-        (None, Some(100_000)),
-        (Some("2000"), Some(2_000_000)),
-        (Some("0"), None),
-    ] {
+    // (settings, the slice in ns (None: the kernel's default), the nice value)
+    type Case<'a> = (&'a [(&'a str, &'a str)], Option<u64>, i32);
+    let cases: [Case; 3] = [
+        (&[], Some(100_000), -10),
+        (
+            &[("SVM_ENGINE_SLICE_US", "2000"), ("SVM_ENGINE_NICE", "-3")],
+            Some(2_000_000),
+            -3,
+        ),
+        (
+            &[("SVM_ENGINE_SLICE_US", "0"), ("SVM_ENGINE_NICE", "0")],
+            None,
+            0,
+        ),
+    ];
+    for (env, slice, nice) in cases {
         let _serial = serial();
-        let env: Vec<(&str, &str)> = setting
-            .map(|v| ("SVM_ENGINE_SLICE_US", v))
-            .into_iter()
-            .collect();
-        let mut job = Job::start(&["-n", "2", sleeper.to_str().unwrap(), "1"], &env);
+        let mut job = Job::start(&["-n", "2", sleeper.to_str().unwrap(), "1"], env);
         for (rank, pid) in node_pids(&mut job, 2) {
-            let slices = engine_slices(pid);
+            let engines = engine_sched(pid);
             assert_eq!(
-                slices.len(),
+                engines.len(),
                 1,
-                "node {rank}: one engine thread: {slices:?}"
+                "node {rank}: one engine thread: {engines:?}"
             );
-            // Unset, the engine keeps the slice of the main thread (the kernel's default).
-            let want = want.unwrap_or_else(|| default_ns(pid));
-            assert_eq!(
-                slices[0], want,
-                "node {rank}, SVM_ENGINE_SLICE_US={setting:?}"
-            );
+            // A slice of 0 is the kernel's default, the main thread's.
+            let main = std::path::PathBuf::from(format!("/proc/{pid}"));
+            let want = (slice.unwrap_or_else(|| slice_ns(&main)), nice);
+            assert_eq!(engines[0], want, "node {rank}, {env:?}");
         }
         let out = job.wait(DEADLINE).unwrap_or_else(|t| panic!("{t}"));
         out.assert_success();
     }
+}
+
+#[test]
+fn engine_nice_out_of_range() {
+    bad_setting("SVM_ENGINE_NICE", "-21");
 }
 
 #[test]

@@ -30,6 +30,10 @@ pub(crate) fn default_spin_polls(nodes: usize, cpus: usize) -> u32 {
     }
 }
 
+/// The engine's longest sleep in epoll without a timer: a whole sleep without a wake-up makes
+/// it look at every link anyway (a lost wake-up costs this much, never a stuck job).
+const IDLE_SLEEP: Duration = Duration::from_millis(100);
+
 /// How often (ns) the engine thread checks the deadlines of failed sends and waiting faults
 /// (`Node::check_deadlines`).
 const DEADLINE_CHECK_NS: u64 = 100_000_000;
@@ -38,23 +42,30 @@ impl Node {
     // ----------------------------------------------------------------------------------------
     // The engine thread
 
-    /// Gives the calling (engine) thread the short time slice of `SVM_ENGINE_SLICE_US`. A node
-    /// bound to one CPU shares it with its engine; with the kernel's default slice (~3 ms) a
-    /// woken engine waits for the computing thread's slice to end before it serves the page
-    /// request or lock hand-over that woke it, and the requester waits with it (Laplace at 2
-    /// nodes: 140–200 µs per remote fault, 55–70 µs with a 100 µs slice). A failure costs
-    /// only that latency: it is logged, the node runs on.
-    pub(super) fn ask_for_engine_slice(&self) {
-        let us = self.cfg.engine_slice_us;
-        if us == 0 {
-            return;
-        }
-        if let Err(e) = crate::sys::sched::set_current_thread_slice(us * 1000) {
-            tracing::warn!(
+    /// Gives the calling (engine) thread the short time slice of `SVM_ENGINE_SLICE_US` and the
+    /// nice value of `SVM_ENGINE_NICE`. A node bound to one CPU shares it with its engine; a
+    /// woken engine preempts the computing thread only with a shorter slice (Linux 6.12) and
+    /// if it is eligible, i.e. has not used more than its share of the CPU lately, which a
+    /// busy engine often has. Otherwise the page request or lock hand-over that woke it waits
+    /// for the computing thread's slice or the next tick: Laplace at 2 nodes, 140–200 µs per
+    /// remote fault with neither, 55–70 µs with the slice; SPLASH-2 fmm, lock requests of one
+    /// node sat ~4 ms at the other 1,000 times per run with the slice alone (5.3–5.5 s),
+    /// not with nice -10 too (2.4–2.7 s). Failing costs only that latency: it is logged,
+    /// the node runs on; a nice value the process may not take is left out (`RLIMIT_NICE`).
+    pub(super) fn ask_for_engine_priority(&self) {
+        let (us, nice) = (self.cfg.engine_slice_us, self.cfg.engine_nice);
+        match crate::sys::sched::set_current_thread_sched(us * 1000, Some(nice)) {
+            Ok(crate::sys::sched::Applied::Both) => {}
+            Ok(crate::sys::sched::Applied::SliceOnly) => tracing::debug!(
                 node = self.me,
-                "could not give the engine thread a {us} µs time slice ({e}); its wake-ups may \
-                 wait for the computing thread's slice (set SVM_ENGINE_SLICE_US=0 to not ask)"
-            );
+                "the engine thread may not take nice {nice} (needs CAP_SYS_NICE or \
+                 RLIMIT_NICE); it keeps the process's"
+            ),
+            Err(e) => tracing::warn!(
+                node = self.me,
+                "could not set the engine thread's time slice ({us} µs) and nice value \
+                 ({nice}): {e}; its wake-ups may wait for the computing thread's slice"
+            ),
         }
     }
 
@@ -76,20 +87,32 @@ impl Node {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
             // follows within tens of microseconds) while a thread of this node waits for the
             // engine, then sleep in epoll.
-            let timed = self.timers_armed.load(Ordering::Acquire);
+            //
+            // With a timer armed and nothing to spin for, sleep until the timer is due, not
+            // poll and yield: a yielding engine is not woken by the next message but runs when
+            // the scheduler next looks, at the next tick (4 ms) while its node's thread
+            // computes on the same CPU — SPLASH-2 fmm at 2 nodes: 1,073 lock waits of ~4 ms on
+            // one node, the lock request sitting unread at the holder during a 300 µs hold.
+            let due = self.timer_due.load(Ordering::Acquire);
             let spinning = idle_polls < spin_polls && self.threads_wait();
-            let timeout = if spinning || timed { 0 } else { 100 };
+            let timeout = if spinning {
+                Duration::ZERO
+            } else if due != u64::MAX {
+                Duration::from_nanos(due.saturating_sub(now_ns())).min(IDLE_SLEEP)
+            } else {
+                IDLE_SLEEP
+            };
             poller
-                .wait(&mut tokens, timeout)
+                .wait_for(&mut tokens, timeout)
                 .map_err(EngineError::Poll)?;
             if self.stop.load(Ordering::Acquire) {
                 return Ok(());
             }
             if tokens.is_empty() {
                 idle_polls = idle_polls.saturating_add(1);
-                if spinning || timed {
+                if spinning {
                     std::thread::yield_now();
-                } else if timeout > 0 {
+                } else if due == u64::MAX {
                     // A whole sleep passed without a wake-up: look at every link anyway, so a
                     // wake-up a transport lost costs one sleep period, never a stuck job.
                     tokens.extend(
@@ -137,10 +160,13 @@ impl Node {
                     }
                 }
             }
-            let check = now_ns().saturating_sub(last_check) >= DEADLINE_CHECK_NS;
-            if timed || check {
+            let now = now_ns();
+            let check = now.saturating_sub(last_check) >= DEADLINE_CHECK_NS;
+            // The due time read before the poll: a timer armed since then woke the poll.
+            let timers_due = due <= now;
+            if timers_due || check {
                 let mut st = self.lock_state();
-                if timed {
+                if timers_due {
                     self.run_timers(&mut st)?;
                 }
                 if check {
@@ -158,10 +184,15 @@ impl Node {
     /// would take their CPU (Mandelbrot at 2 nodes: 0.20 s spinning after every slice handed
     /// out, 0.14 s without).
     ///
+    /// Spinning only while *every* thread of the node waits (a SPLASH-2 worker's main thread
+    /// waits for tasks while its task computes) was measured and not kept: the seven slowest
+    /// SPLASH-2 programs at p = 2, geomean ratio 45.5 → 104 (docs/configuration.md).
+    ///
     /// Read from atomics only: holding the state here, even for a moment, could make an
     /// application thread post its operation (`step.rs`) to a holder that runs no posts.
     fn threads_wait(&self) -> bool {
-        self.asleep.load(Ordering::Relaxed) > 0 || self.threads_in_engine.load(Ordering::Relaxed)
+        self.asleep.load(Ordering::Relaxed) > 0
+            || self.waiting_in_engine.load(Ordering::Relaxed) > 0
     }
 
     /// Counts the calling thread as asleep (see [`Node::threads_wait`]) until the guard drops.
@@ -296,12 +327,13 @@ impl Node {
         self.handle_msg(st, from, f.msg, f.data)
     }
 
-    /// Arms the engine's timers: a linger or a protocol timer was just set. The engine may be
-    /// asleep in epoll: it must run them in time.
-    pub(super) fn arm_timers(&self) {
+    /// A linger or a protocol timer due at `due` (ns, as `now`) was just set (under the state
+    /// lock). The engine may be asleep in epoll until a later time: if this is the earliest
+    /// timer, it is woken to sleep until this one instead.
+    pub(super) fn arm_timer(&self, due: u64) {
         // Called after every hook while a timer is set: look before the read-modify-write.
-        if !self.timers_armed.load(Ordering::Acquire)
-            && !self.timers_armed.swap(true, Ordering::AcqRel)
+        if due < self.timer_due.load(Ordering::Acquire)
+            && due < self.timer_due.fetch_min(due, Ordering::AcqRel)
         {
             self.wake.signal();
         }
@@ -342,9 +374,8 @@ impl Node {
             self.run_actions(st, id as u8, acts, &[])?;
         }
         self.drain_loopback(st)?;
-        if Self::next_timer(st).is_none() {
-            self.timers_armed.store(false, Ordering::Release);
-        }
+        self.timer_due
+            .store(Self::next_timer(st).unwrap_or(u64::MAX), Ordering::Release);
         Ok(())
     }
 }

@@ -18,11 +18,11 @@ impl Node {
         // A protocol hook just ran: before any action can wake a thread, tell the lock fast
         // path whether the protocols are still quiescent.
         self.note_protocols(st)?;
-        if st.protocols[proto as usize]
+        if let Some(due) = st.protocols[proto as usize]
             .as_ref()
-            .is_some_and(|p| p.next_timer().is_some())
+            .and_then(|p| p.next_timer())
         {
-            self.arm_timers();
+            self.arm_timer(due);
         }
         let ps = self.space.page_size();
         let mut actions = actions.into_iter().peekable();

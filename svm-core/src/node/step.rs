@@ -72,8 +72,9 @@ impl Drop for StateGuard<'_> {
                     node.run_posted(st);
                 }
                 // For the engine's spin (`Node::threads_wait`), which must not take the state.
-                let waiting = !st.blocked.is_empty() || st.pages.has_waiters();
-                node.threads_in_engine.store(waiting, Ordering::Relaxed);
+                let waiting = st.blocked.len() + st.pages.waiter_count();
+                node.waiting_in_engine
+                    .store(waiting.min(u32::MAX as usize) as u32, Ordering::Relaxed);
             }
             drop(self.guard.take());
             node.write_out();

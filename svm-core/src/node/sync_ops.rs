@@ -37,7 +37,7 @@ impl Node {
                 SyncEvent::Linger { lock } => {
                     let until = st.now + crate::sync::LOCK_LINGER.as_nanos() as u64;
                     st.lingers.push((until, lock));
-                    self.arm_timers();
+                    self.arm_timer(until);
                 }
                 SyncEvent::BarrierDone {
                     barrier,

@@ -701,7 +701,8 @@ pub fn current_thread_id() -> i32 {
 
 /// An epoll instance; registered descriptors are named by raw number because their owners
 /// (links, the fault backend) outlive the poller in the engine.
-pub struct Poller(OwnedFd);
+/// An epoll instance, and whether the kernel has `epoll_pwait2` (until a call says it has not).
+pub struct Poller(OwnedFd, std::sync::atomic::AtomicBool);
 
 impl Poller {
     pub fn new() -> Result<Poller, SysError> {
@@ -714,9 +715,10 @@ impl Poller {
             });
         }
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        Ok(Poller(unsafe {
-            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
-        }))
+        Ok(Poller(
+            unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) },
+            std::sync::atomic::AtomicBool::new(true),
+        ))
     }
 
     /// Watches `fd` for readability (level-triggered), reporting `token`.
@@ -773,16 +775,60 @@ impl Poller {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
         // SAFETY: the kernel writes at most 64 events into our local array.
         let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 64, timeout_ms) };
+        Self::ready(out, &evs, n, "epoll_wait")
+    }
+
+    /// Waits up to `timeout` (to the nanosecond: `epoll_pwait2`, Linux 5.11; on older kernels
+    /// `epoll_wait` with the timeout rounded up to a millisecond) and returns the ready tokens
+    /// in `out`.
+    pub fn wait_for(
+        &self,
+        out: &mut Vec<u64>,
+        timeout: std::time::Duration,
+    ) -> Result<(), SysError> {
+        if timeout.is_zero() || !self.1.load(std::sync::atomic::Ordering::Relaxed) {
+            let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+            return self.wait(out, ms);
+        }
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: the kernel writes at most 64 events into our local array and reads the
+        // local timespec; a null signal mask (size 0) leaves the mask as it is.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                self.0.as_raw_fd(),
+                evs.as_mut_ptr(),
+                64,
+                &ts as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            )
+        } as i32;
+        if n < 0 && nix::errno::Errno::last() == nix::errno::Errno::ENOSYS {
+            self.1.store(false, std::sync::atomic::Ordering::Relaxed);
+            return self.wait_for(out, timeout);
+        }
+        Self::ready(out, &evs, n, "epoll_pwait2")
+    }
+
+    /// The tokens of the first `n` events (`n` < 0: the call failed; EINTR is no event).
+    fn ready(
+        out: &mut Vec<u64>,
+        evs: &[libc::epoll_event],
+        n: i32,
+        call: &'static str,
+    ) -> Result<(), SysError> {
         out.clear();
         if n < 0 {
             let e = nix::errno::Errno::last();
             if e == nix::errno::Errno::EINTR {
                 return Ok(());
             }
-            return Err(SysError::Call {
-                call: "epoll_wait",
-                errno: e,
-            });
+            return Err(SysError::Call { call, errno: e });
         }
         out.extend(evs[..n as usize].iter().map(|e| e.u64));
         Ok(())
