@@ -29,7 +29,9 @@ use svm_comm::wire::{LockNotice, NodeId, PageId, SyncMsg};
 pub type Waiter = u64;
 
 /// Local hand-offs of a lock's token, after a remote node asked for it, before it moves there.
-pub const MAX_LOCAL_HANDOFFS: u32 = 8;
+/// 16 rather than 8: each move takes the critical section's pages along (measured in
+/// docs/sync.md); 2 made the lock-bound SPLASH-2 programs slower.
+pub const MAX_LOCAL_HANDOFFS: u32 = 16;
 
 /// How long a released token waits for a local thread to take it again before it moves to
 /// the remote node that asked for it ([`SyncEvent::Linger`]).

@@ -127,8 +127,10 @@ impl Net {
 #[test]
 fn cohort_hands_off_locally_at_most_max_times_then_yields() {
     let mut net = Net::new(2);
-    // Lock 0 is managed by node 0 (its token starts there). Twelve threads of node 1 want it.
-    for w in 1..=12 {
+    // Lock 0 is managed by node 0 (its token starts there). More threads of node 1 want it
+    // than it may hand it to in a row.
+    let waiters = MAX_LOCAL_HANDOFFS as u64 + 4;
+    for w in 1..=waiters {
         net.acquire(1, 0, w, false);
     }
     // Only one request crossed the network.
@@ -142,7 +144,7 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
 
     let mut order = vec![1];
     let mut holder = (1, 1);
-    for _ in 0..12 {
+    for _ in 0..waiters {
         net.release(holder.0, 0, holder.1, vec![]).unwrap();
         net.settle();
         let g = net.granted();
@@ -155,7 +157,7 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
     let local = MAX_LOCAL_HANDOFFS as u64;
     let mut want: Vec<Waiter> = (1..=1 + local).collect();
     want.push(100);
-    want.extend(2 + local..=12);
+    want.extend(2 + local..=waiters);
     assert_eq!(order, want);
     assert_eq!(net.nodes[1].max_overtakes(), MAX_LOCAL_HANDOFFS);
 }
