@@ -98,9 +98,9 @@ impl Node {
             //
             // With a timer armed and nothing to spin for, sleep until the timer is due, not
             // poll and yield: a yielding engine is not woken by the next message but runs when
-            // the scheduler next looks, at the next tick (4 ms) while its node's thread
-            // computes on the same CPU — SPLASH-2 fmm at 2 nodes: 1,073 lock waits of ~4 ms on
-            // one node, the lock request sitting unread at the holder during a 300 µs hold.
+            // the scheduler next looks, up to the next tick (4 ms) while its node's thread
+            // computes on the same CPU. (SPLASH-2 fmm's lock requests that sat ~4 ms unread
+            // were not this but the woken engine's eligibility: `ask_for_engine_priority`.)
             let due = self.timer_due.load(Ordering::Acquire);
             let spinning = idle_polls < spin_polls && self.threads_wait();
             let timeout = if spinning {
