@@ -79,9 +79,11 @@ pub struct Config {
     /// waiting for that thread's slice to end; default [`DEFAULT_ENGINE_SLICE_US`], 0 = the
     /// kernel's default slice.
     pub engine_slice_us: u64,
-    /// `SVM_ENGINE_NICE`: the nice value the engine thread asks for (-20 to 19; default
-    /// [`DEFAULT_ENGINE_NICE`]); left out where the process may not raise its priority.
-    pub engine_nice: i32,
+    /// `SVM_ENGINE_NICE`: the nice value the engine thread asks for (-20 to 19); left out
+    /// where the process may not raise its priority. Unset: [`DEFAULT_ENGINE_NICE`] while the
+    /// job has no more nodes than the CPUs it may use, else the process's own
+    /// (`node::engine::default_engine_nice`; `api::start_node` resolves it).
+    pub engine_nice: Option<i32>,
 }
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
@@ -91,7 +93,8 @@ pub const DEFAULT_HOLD_US: u64 = 300;
 /// measurements in docs/configuration.md.
 pub const DEFAULT_ENGINE_SLICE_US: u64 = 100;
 
-/// The default of `SVM_ENGINE_NICE`; measurements in docs/configuration.md.
+/// The default of `SVM_ENGINE_NICE` while every node has a CPU of its own; measurements in
+/// docs/configuration.md.
 pub const DEFAULT_ENGINE_NICE: i32 = -10;
 
 /// The range of slices the kernel accepts (`sched_setattr` clamps to it).
@@ -378,19 +381,20 @@ impl Config {
                 })?,
         };
         let engine_nice = match get("SVM_ENGINE_NICE") {
-            None => DEFAULT_ENGINE_NICE,
-            Some(v) => v
-                .trim()
-                .parse::<i32>()
-                .ok()
-                .filter(|n| (-20..=19).contains(n))
-                .ok_or_else(|| {
-                    invalid(
-                        "SVM_ENGINE_NICE",
-                        &v,
-                        "expected a nice value from -20 to 19",
-                    )
-                })?,
+            None => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|n| (-20..=19).contains(n))
+                    .ok_or_else(|| {
+                        invalid(
+                            "SVM_ENGINE_NICE",
+                            &v,
+                            "expected a nice value from -20 to 19",
+                        )
+                    })?,
+            ),
         };
         Ok(Config {
             push,
@@ -494,9 +498,9 @@ mod tests {
 
     #[test]
     fn engine_nice() {
-        assert_eq!(cfg(&[]).unwrap().engine_nice, DEFAULT_ENGINE_NICE);
+        assert_eq!(cfg(&[]).unwrap().engine_nice, None);
         for (v, n) in [("-20", -20), (" 0 ", 0), ("19", 19)] {
-            assert_eq!(cfg(&[("SVM_ENGINE_NICE", v)]).unwrap().engine_nice, n);
+            assert_eq!(cfg(&[("SVM_ENGINE_NICE", v)]).unwrap().engine_nice, Some(n));
         }
         for v in ["-21", "20", "low"] {
             says(

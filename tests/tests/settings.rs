@@ -139,8 +139,9 @@ fn kernel_has_custom_slices() -> bool {
 }
 
 /// Every node's engine thread runs with the slice of `SVM_ENGINE_SLICE_US` (default 100 µs)
-/// and the nice value of `SVM_ENGINE_NICE` (default -10; CI runs as root, which may take
-/// it), so its wake-ups preempt the computing thread; a slice of 0 leaves the kernel's.
+/// and the nice value of `SVM_ENGINE_NICE` (default -10 while the job has no more nodes than
+/// CPUs, else the process's own; CI runs as root, which may take it), so its wake-ups preempt
+/// the computing thread; a slice of 0 leaves the kernel's.
 #[test]
 fn engine_threads_get_the_slice_and_nice_value_they_are_told() {
     if !kernel_has_custom_slices() {
@@ -148,35 +149,45 @@ fn engine_threads_get_the_slice_and_nice_value_they_are_told() {
         return;
     }
     let sleeper = example_path("sleeper");
-    // (settings, the slice in ns (None: the kernel's default), the nice value)
-    type Case<'a> = (&'a [(&'a str, &'a str)], Option<u64>, i32);
-    let cases: [Case; 3] = [
-        (&[], Some(100_000), -10),
+    let cpus = placement::allowed_cpus().expect("allowed CPUs").len();
+    // (nodes, settings, the slice in ns (None: the kernel's default), the nice value (None:
+    // the main thread's))
+    type Case<'a> = (usize, &'a [(&'a str, &'a str)], Option<u64>, Option<i32>);
+    let cases: [Case; 4] = [
+        (cpus.min(2), &[], Some(100_000), Some(-10)),
+        (cpus + 1, &[], Some(100_000), None),
         (
+            2,
             &[("SVM_ENGINE_SLICE_US", "2000"), ("SVM_ENGINE_NICE", "-3")],
             Some(2_000_000),
-            -3,
+            Some(-3),
         ),
         (
+            2,
             &[("SVM_ENGINE_SLICE_US", "0"), ("SVM_ENGINE_NICE", "0")],
             None,
-            0,
+            Some(0),
         ),
     ];
-    for (env, slice, nice) in cases {
+    for (nodes, env, slice, nice_wanted) in cases {
         let _serial = serial();
-        let mut job = Job::start(&["-n", "2", sleeper.to_str().unwrap(), "1"], env);
-        for (rank, pid) in node_pids(&mut job, 2) {
+        let n = nodes.to_string();
+        let mut job = Job::start(&["-n", &n, sleeper.to_str().unwrap(), "1"], env);
+        for (rank, pid) in node_pids(&mut job, nodes) {
             let engines = engine_sched(pid);
             assert_eq!(
                 engines.len(),
                 1,
                 "node {rank}: one engine thread: {engines:?}"
             );
-            // A slice of 0 is the kernel's default, the main thread's.
+            // A slice of 0 is the kernel's default, the main thread's; so is the nice value
+            // left alone.
             let main = std::path::PathBuf::from(format!("/proc/{pid}"));
-            let want = (slice.unwrap_or_else(|| slice_ns(&main)), nice);
-            assert_eq!(engines[0], want, "node {rank}, {env:?}");
+            let want = (
+                slice.unwrap_or_else(|| slice_ns(&main)),
+                nice_wanted.unwrap_or_else(|| nice(&main)),
+            );
+            assert_eq!(engines[0], want, "{nodes} nodes: node {rank}, {env:?}");
         }
         let out = job.wait(DEADLINE).unwrap_or_else(|t| panic!("{t}"));
         out.assert_success();

@@ -30,6 +30,16 @@ pub(crate) fn default_spin_polls(nodes: usize, cpus: usize) -> u32 {
     }
 }
 
+/// The default of `SVM_ENGINE_NICE` for a job of `nodes` nodes on `cpus` CPUs (None: the
+/// process's own), like the spin's: with more nodes than CPUs an engine that preempts at once
+/// takes the CPU from other nodes' computing threads too. SPLASH-2 at p = 4 on 2 CPUs, nice
+/// -10 against the process's, alternated (3 rounds over 7–8 programs): water-spatial
+/// 1.43–2.33 s against 1.23–1.39 s, ocean-contiguous 2.11–2.15 against 1.87–1.91 s, but
+/// cholesky 3.1–3.3 against 3.7–3.8 s; the rest within their spread (docs/configuration.md).
+pub(crate) fn default_engine_nice(nodes: usize, cpus: usize) -> Option<i32> {
+    (nodes <= cpus).then_some(crate::config::DEFAULT_ENGINE_NICE)
+}
+
 /// The engine's longest sleep in epoll without a timer: a whole sleep without a wake-up makes
 /// it look at every link anyway (a lost wake-up costs this much, never a stuck job).
 const IDLE_SLEEP: Duration = Duration::from_millis(100);
@@ -61,18 +71,23 @@ impl Node {
                 "could not set the engine's timer slack: {e}"
             );
         }
-        let (us, nice) = (self.cfg.engine_slice_us, self.cfg.engine_nice);
-        match crate::sys::sched::set_current_thread_sched(us * 1000, Some(nice)) {
+        // `api::start_node` resolves the default from the CPUs the job may use; a node built
+        // otherwise (tests) counts the host's.
+        let nice = self.cfg.engine_nice.or_else(|| {
+            default_engine_nice(self.nodes as usize, svm_comm::placement::online_cpus())
+        });
+        let us = self.cfg.engine_slice_us;
+        match crate::sys::sched::set_current_thread_sched(us * 1000, nice) {
             Ok(crate::sys::sched::Applied::Both) => {}
             Ok(crate::sys::sched::Applied::SliceOnly) => tracing::debug!(
                 node = self.me,
-                "the engine thread may not take nice {nice} (needs CAP_SYS_NICE or \
+                "the engine thread may not take nice {nice:?} (needs CAP_SYS_NICE or \
                  RLIMIT_NICE); it keeps the process's"
             ),
             Err(e) => tracing::warn!(
                 node = self.me,
                 "could not set the engine thread's time slice ({us} µs) and nice value \
-                 ({nice}): {e}; its wake-ups may wait for the computing thread's slice"
+                 ({nice:?}): {e}; its wake-ups may wait for the computing thread's slice"
             ),
         }
     }
@@ -409,5 +424,14 @@ mod tests {
         assert_eq!(default_spin_polls(3, 8), DEFAULT_SPIN_POLLS);
         assert_eq!(default_spin_polls(3, 2), 0);
         assert_eq!(default_spin_polls(8, 2), 0);
+        assert_eq!(
+            default_engine_nice(2, 2),
+            Some(crate::config::DEFAULT_ENGINE_NICE)
+        );
+        assert_eq!(
+            default_engine_nice(1, 1),
+            Some(crate::config::DEFAULT_ENGINE_NICE)
+        );
+        assert_eq!(default_engine_nice(3, 2), None);
     }
 }
