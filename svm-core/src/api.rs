@@ -255,18 +255,15 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
     // ones this process inherited from its launcher (`taskset -c 0 svmrun -n 2`: one), before
     // it binds itself to its share of them.
     // So does the engine's nice default.
-    let job_cpus = || {
-        svm_comm::placement::allowed_cpus()
-            .map_or_else(|_| svm_comm::placement::online_cpus(), |c| c.len())
-    };
-    if cfg.spin_polls.is_none() {
-        cfg.spin_polls = Some(crate::node::engine::default_spin_polls(
-            boot.size as usize,
-            job_cpus(),
-        ));
-    }
-    if cfg.engine_nice.is_none() {
-        cfg.engine_nice = crate::node::engine::default_engine_nice(boot.size as usize, job_cpus());
+    if cfg.spin_polls.is_none() || cfg.engine_nice.is_none() {
+        let job_cpus = svm_comm::placement::allowed_cpus()
+            .map_or_else(|_| svm_comm::placement::online_cpus(), |c| c.len());
+        let nodes = boot.size as usize;
+        cfg.spin_polls
+            .get_or_insert_with(|| crate::node::engine::default_spin_polls(nodes, job_cpus));
+        if cfg.engine_nice.is_none() {
+            cfg.engine_nice = crate::node::engine::default_engine_nice(nodes, job_cpus);
+        }
     }
     // Before this node starts any thread (the engine, link senders), so that they all run on
     // the node's CPUs.

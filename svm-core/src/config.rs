@@ -82,7 +82,8 @@ pub struct Config {
     /// `SVM_ENGINE_NICE`: the nice value the engine thread asks for (-20 to 19); left out
     /// where the process may not raise its priority. Unset: [`DEFAULT_ENGINE_NICE`] while the
     /// job has no more nodes than the CPUs it may use, else the process's own
-    /// (`node::engine::default_engine_nice`; `api::start_node` resolves it).
+    /// (`node::engine::default_engine_nice`; `api::start_node` resolves it; None after that:
+    /// the process's own).
     pub engine_nice: Option<i32>,
 }
 
@@ -258,6 +259,23 @@ fn check_window(os_page: usize, page: usize, base: usize, size: usize) -> Result
     Ok(())
 }
 
+/// `var` parsed as a `T` (surrounding blanks ignored) that `ok` accepts; unset: None;
+/// anything else: an error saying `what` was expected.
+fn checked<T: std::str::FromStr>(
+    get: &dyn Fn(&str) -> Option<String>,
+    var: &'static str,
+    ok: impl Fn(&T) -> bool,
+    what: impl Into<String>,
+) -> Result<Option<T>, ConfigError> {
+    let Some(v) = get(var) else {
+        return Ok(None);
+    };
+    match v.trim().parse::<T>().ok().filter(|x| ok(x)) {
+        Some(x) => Ok(Some(x)),
+        None => Err(invalid(var, &v, what.into())),
+    }
+}
+
 pub const PROTOCOLS: &[&str] = &["sc-sw", "sc-mw", "scope"];
 pub const TRANSPORTS: &[&str] = &["tcp", "deck", "auto"];
 
@@ -343,14 +361,9 @@ impl Config {
                     invalid("SVM_CPUS", &v, format!("expected a CPU list: {why}"))
                 })?),
             };
-        let at_most = |var: &'static str, default: u64, max: u64, unit: &str| match get(var) {
-            None => Ok(default),
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n <= max)
-                .ok_or_else(|| invalid(var, &v, format!("expected {unit} from 0 to {max}"))),
+        let at_most = |var: &'static str, default: u64, max: u64, unit: &str| {
+            let what = format!("expected {unit} from 0 to {max}");
+            Ok(checked(get, var, |n: &u64| *n <= max, what)?.unwrap_or(default))
         };
         let prefetch = at_most("SVM_PREFETCH", 8, 256, "a page count")? as usize;
         let profile = get("SVM_PROFILE").map(std::path::PathBuf::from);
@@ -365,37 +378,19 @@ impl Config {
         let fault_around = at_most("SVM_FAULT_AROUND", 64, 4096, "a page count")? as usize;
         let hold_us = at_most("SVM_HOLD_US", DEFAULT_HOLD_US, 1_000_000, "microseconds")?;
         let push = on_unless_0("SVM_PUSH")?;
-        let engine_slice_us = match get("SVM_ENGINE_SLICE_US") {
-            None => DEFAULT_ENGINE_SLICE_US,
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|us| *us == 0 || ENGINE_SLICE_US_RANGE.contains(us))
-                .ok_or_else(|| {
-                    invalid(
-                        "SVM_ENGINE_SLICE_US",
-                        &v,
-                        "expected 0 (the kernel's default) or microseconds from 100 to 100000",
-                    )
-                })?,
-        };
-        let engine_nice = match get("SVM_ENGINE_NICE") {
-            None => None,
-            Some(v) => Some(
-                v.trim()
-                    .parse::<i32>()
-                    .ok()
-                    .filter(|n| (-20..=19).contains(n))
-                    .ok_or_else(|| {
-                        invalid(
-                            "SVM_ENGINE_NICE",
-                            &v,
-                            "expected a nice value from -20 to 19",
-                        )
-                    })?,
-            ),
-        };
+        let engine_slice_us = checked(
+            get,
+            "SVM_ENGINE_SLICE_US",
+            |us: &u64| *us == 0 || ENGINE_SLICE_US_RANGE.contains(us),
+            "expected 0 (the kernel's default) or microseconds from 100 to 100000",
+        )?
+        .unwrap_or(DEFAULT_ENGINE_SLICE_US);
+        let engine_nice = checked(
+            get,
+            "SVM_ENGINE_NICE",
+            |n: &i32| (-20..=19).contains(n),
+            "expected a nice value from -20 to 19",
+        )?;
         Ok(Config {
             push,
             engine_slice_us,

@@ -71,11 +71,9 @@ impl Node {
                 "could not set the engine's timer slack: {e}"
             );
         }
-        // `api::start_node` resolves the default from the CPUs the job may use; a node built
-        // otherwise (tests) counts the host's.
-        let nice = self.cfg.engine_nice.or_else(|| {
-            default_engine_nice(self.nodes as usize, svm_comm::placement::online_cpus())
-        });
+        // `api::start_node` resolves the default from the CPUs the job may use (None there:
+        // the process's own); a node built otherwise (engine tests) keeps the process's.
+        let nice = self.cfg.engine_nice;
         let us = self.cfg.engine_slice_us;
         match crate::sys::sched::set_current_thread_sched(us * 1000, nice) {
             Ok(crate::sys::sched::Applied::Both) => {}

@@ -700,8 +700,8 @@ pub fn current_thread_id() -> i32 {
 }
 
 /// An epoll instance; registered descriptors are named by raw number because their owners
-/// (links, the fault backend) outlive the poller in the engine.
-/// An epoll instance, and whether the kernel has `epoll_pwait2` (until a call says it has not).
+/// (links, the fault backend) outlive the poller in the engine. The flag: whether the kernel
+/// has `epoll_pwait2` (until a call says it has not).
 pub struct Poller(OwnedFd, std::sync::atomic::AtomicBool);
 
 impl Poller {
@@ -714,8 +714,8 @@ impl Poller {
                 errno: nix::errno::Errno::last(),
             });
         }
-        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
         Ok(Poller(
+            // SAFETY: `fd` is a fresh descriptor that nothing else owns.
             unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) },
             std::sync::atomic::AtomicBool::new(true),
         ))
@@ -770,8 +770,9 @@ impl Poller {
         };
     }
 
-    /// Waits up to `timeout_ms` (-1 = forever, 0 = poll) and returns the ready tokens in `out`.
-    pub fn wait(&self, out: &mut Vec<u64>, timeout_ms: i32) -> Result<(), SysError> {
+    /// Waits up to `timeout_ms` (-1 = forever, 0 = poll) and returns the ready tokens in `out`
+    /// (`wait_for` without `epoll_pwait2`).
+    fn wait_ms(&self, out: &mut Vec<u64>, timeout_ms: i32) -> Result<(), SysError> {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
         // SAFETY: the kernel writes at most 64 events into our local array.
         let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 64, timeout_ms) };
@@ -788,7 +789,7 @@ impl Poller {
     ) -> Result<(), SysError> {
         if timeout.is_zero() || !self.1.load(std::sync::atomic::Ordering::Relaxed) {
             let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-            return self.wait(out, ms);
+            return self.wait_ms(out, ms);
         }
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
         let ts = libc::timespec {

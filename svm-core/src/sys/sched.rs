@@ -20,12 +20,17 @@ pub enum Applied {
 /// 0.1–100 ms, and older kernels ignore it. If the nice value is not permitted, the slice is
 /// still applied.
 pub fn set_current_thread_sched(slice_ns: u64, nice: Option<i32>) -> Result<Applied, SysError> {
+    // errno is cleared first because -1 is also a valid nice value.
+    nix::errno::Errno::clear();
     // SAFETY: getpriority with PRIO_PROCESS and 0 reads the calling thread's nice value; it
-    // has no memory arguments. errno is reset first because -1 is also a valid nice value.
-    let own = unsafe {
-        *libc::__errno_location() = 0;
-        libc::getpriority(libc::PRIO_PROCESS, 0)
-    };
+    // has no memory arguments.
+    let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    if own == -1 && nix::errno::Errno::last_raw() != 0 {
+        return Err(SysError::Call {
+            call: "getpriority",
+            errno: nix::errno::Errno::last(),
+        });
+    }
     let set = |nice: i32| {
         let attr = libc::sched_attr {
             size: std::mem::size_of::<libc::sched_attr>() as u32,
