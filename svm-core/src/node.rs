@@ -170,6 +170,17 @@ enum ReleaseCont {
     },
 }
 
+/// Which protocol hooks a release or an acquire runs (`Node::release_all`, `acquire_all`).
+#[derive(Debug, Clone, Copy)]
+enum SyncKind {
+    /// `on_release` / `on_acquire`: a lock or a semaphore.
+    LockOrSem,
+    /// `on_barrier_arrive` / `on_barrier_depart`: a barrier of a count of threads.
+    Barrier,
+    /// `on_all_nodes_barrier_arrive` / `_depart`: a barrier of every node, one thread each.
+    AllNodesBarrier,
+}
+
 struct AcquireCont {
     waiters: Vec<Waiter>,
     result: WaitResult,

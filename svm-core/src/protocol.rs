@@ -221,6 +221,32 @@ pub trait Protocol: Send {
         self.on_acquire(ctx, token, notices, out)
     }
 
+    /// A local thread arrives at a barrier of every node of the job, one thread each, that
+    /// passes by messages (the global barrier; `SyncState::barrier_all_arrive`): every node
+    /// arrives at it and departs it ([`Protocol::on_all_nodes_barrier_depart`]), in the same
+    /// order. Same contract as [`Protocol::on_barrier_arrive`]. Default: that.
+    fn on_all_nodes_barrier_arrive(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        out: &mut Vec<Action>,
+    ) {
+        self.on_barrier_arrive(ctx, token, out)
+    }
+
+    /// This node's thread leaves a barrier of every node (see
+    /// [`Protocol::on_all_nodes_barrier_arrive`]). Same contract as
+    /// [`Protocol::on_barrier_depart`]. Default: that.
+    fn on_all_nodes_barrier_depart(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        self.on_barrier_depart(ctx, token, notices, out)
+    }
+
     /// Whether a barrier that passes through shared memory without messages (DECK-SCI on one
     /// host, `SVM_HOST_BARRIER`) should still run [`Protocol::on_barrier_arrive`] and
     /// [`Protocol::on_barrier_depart`] while every protocol is quiescent, because they do

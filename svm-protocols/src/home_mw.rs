@@ -9,7 +9,8 @@
 //!   (no ownership: any number of nodes may write a page at once);
 //! - release (lock or barrier) → every dirty page is lowered to read-only and its diff against
 //!   the twin goes to the home, batched: one `Diffs` message per home. The release completes
-//!   when every home has acknowledged (and every earlier flush of this node has completed).
+//!   when every home has acknowledged (and every earlier flush of this node has completed);
+//!   in a job of two nodes without waiting for the home (`home_mw_sync.rs`).
 //!
 //! For a page whose home is this node, the node reads and writes the master copy directly (no
 //! twin, no fetch); a write marks it dirty, and the release lowers it to read-only again so the
@@ -25,8 +26,14 @@ use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg, Prot
 use crate::sc_single_writer::NodeSet;
 use crate::scan_ahead::ScanAhead;
 
+#[path = "home_mw_push.rs"]
+mod push;
 #[path = "home_mw_refetch.rs"]
 mod refetch;
+#[path = "home_mw_sync.rs"]
+mod sync;
+
+use sync::Flush;
 
 /// When stale copies are invalidated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,17 +81,6 @@ struct HomeFlush {
     acks: u32,
 }
 
-/// A flush of this node (a release, a barrier arrival, or a push of dirty pages before an
-/// invalidation) waiting for acknowledgements.
-#[derive(Debug, Clone)]
-struct Flush {
-    id: u64,
-    /// Acknowledgements still missing (one per home messaged, one for local invalidations).
-    waiting: u32,
-    /// The release this flush completes: its token and notices (None for a push).
-    release: Option<(u64, Vec<PageId>)>,
-}
-
 /// One home-based multiple-writer protocol instance (one per node).
 #[derive(Debug)]
 pub(crate) struct HomeMw {
@@ -126,10 +122,20 @@ pub(crate) struct HomeMw {
     since_release: BTreeSet<PageId>,
     /// Pages written since the last barrier arrival.
     since_barrier: BTreeSet<PageId>,
+    /// Pages written since the last arrival at a barrier of every node. A barrier of some
+    /// threads (a count) hands its notices to its participants only: a node that takes no
+    /// part in it must still hear of the writes at the next barrier it shares with this node,
+    /// so such a barrier does not clear this set.
+    since_all_nodes: BTreeSet<PageId>,
     /// Lock acquires minus lock releases on this node: critical sections open.
     open: u32,
     /// Pages to fetch again at the next barrier departure (`refetch`).
     refetch: BTreeSet<PageId>,
+    /// scope, two nodes (`push`): the other node's push budgets of this node's home pages.
+    push_budgets: push::PushBudgets,
+    /// scope, two nodes (`push`): pages whose copy the home pushed since this node's last
+    /// barrier departure, and which it has neither written nor dropped since.
+    fresh: BTreeSet<PageId>,
     stats: ProtocolStats,
 }
 
@@ -153,8 +159,11 @@ impl HomeMw {
             write_ahead: ScanAhead::default(),
             since_release: BTreeSet::new(),
             since_barrier: BTreeSet::new(),
+            since_all_nodes: BTreeSet::new(),
             open: 0,
             refetch: BTreeSet::new(),
+            push_budgets: Default::default(),
+            fresh: BTreeSet::new(),
             stats: ProtocolStats::default(),
         }
     }
@@ -169,6 +178,9 @@ impl HomeMw {
     }
 
     fn set_access(&mut self, page: PageId, access: Access, out: &mut Vec<Action>) {
+        if access != Access::Read {
+            self.fresh.remove(&page);
+        }
         self.page(page).access = access;
         out.push(Action::SetAccess { page, access });
     }
@@ -178,6 +190,7 @@ impl HomeMw {
         if self.mode == Mode::Notices {
             self.since_release.insert(page);
             self.since_barrier.insert(page);
+            self.since_all_nodes.insert(page);
         }
     }
 
@@ -315,6 +328,7 @@ impl HomeMw {
                 if self.mode == Mode::Eager {
                     self.copysets.entry(page).or_default().insert(from);
                 }
+                self.note_fetched(ctx, page);
                 if self.served.insert(page) && self.page(page).access == Access::Write {
                     // From now on the home's writes must be seen (see `served`). Lowered
                     // before the copy is read, so the copy holds every write so far.
@@ -360,9 +374,10 @@ impl HomeMw {
             // ---- node side ----
             &ProtoMsg::Grant { page, .. } => self.granted(ctx, page, out),
             &ProtoMsg::Inval { page } => self.invalidated(ctx, page, from, out),
+            &ProtoMsg::Push { page } => self.pushed_copy(ctx, page, out),
             &ProtoMsg::DiffAck { token, .. } => {
                 if let Some(f) = self.flushes.iter_mut().find(|f| f.id == token) {
-                    f.waiting = f.waiting.saturating_sub(1);
+                    f.acked(true);
                 }
                 self.complete_flushes(out);
             }
@@ -374,7 +389,6 @@ impl HomeMw {
             | ProtoMsg::FwdExclusive { .. }
             | ProtoMsg::GrantExclusive { .. }
             | ProtoMsg::ExclusiveUnused { .. }
-            | ProtoMsg::Push { .. }
             | ProtoMsg::Dropped { .. }
             | ProtoMsg::DropAck { .. } => {}
         }
@@ -466,7 +480,7 @@ impl HomeMw {
             }
             Reply::Local { id } => {
                 if let Some(f) = self.flushes.iter_mut().find(|f| f.id == id) {
-                    f.waiting = f.waiting.saturating_sub(1);
+                    f.acked(false);
                 }
                 self.complete_flushes(out);
             }
@@ -535,213 +549,6 @@ impl HomeMw {
         }
     }
 
-    // ---------------------------------------------------------------- releases
-
-    /// Flushes every dirty page; `release` is completed (ReleaseDone) once every home has
-    /// acknowledged and every earlier flush is complete.
-    fn flush(
-        &mut self,
-        ctx: &dyn Context,
-        release: Option<(u64, Vec<PageId>)>,
-        out: &mut Vec<Action>,
-    ) {
-        let id = self.next_flush;
-        self.next_flush += 1;
-        let dirty = std::mem::take(&mut self.dirty);
-        let pushed = std::mem::take(&mut self.pushed);
-        // Home pages nobody has fetched stay writable and untracked (see `served`).
-        let dirty_home: BTreeSet<PageId> = std::mem::take(&mut self.dirty_home)
-            .into_iter()
-            .filter(|p| self.served.contains(p))
-            .collect();
-        // Stop writers first: the diffs and the home's invalidations must see final contents.
-        for &p in dirty.iter().chain(&dirty_home) {
-            self.set_access(p, Access::Read, out);
-        }
-        let mut batches: BTreeMap<NodeId, (Vec<PageId>, Vec<PageId>)> = BTreeMap::new();
-        for &p in &dirty {
-            batches.entry(ctx.home(p)).or_default().0.push(p);
-        }
-        for &p in pushed.difference(&dirty) {
-            batches.entry(ctx.home(p)).or_default().1.push(p);
-        }
-        let mut waiting = batches.len() as u32;
-        for (home, (diffed, pushed)) in batches {
-            self.stats.diffs_created += diffed.len() as u64;
-            out.push(Action::SendDiffs {
-                to: home,
-                msg: ProtoMsg::Diffs {
-                    token: id,
-                    diffed: diffed.clone(),
-                    pushed,
-                },
-                pages: diffed,
-            });
-        }
-        if self.mode == Mode::Eager && !dirty_home.is_empty() {
-            let pages: Vec<PageId> = dirty_home.into_iter().collect();
-            // Counted before the call: it may complete (and decrement) at once.
-            waiting += 1;
-            self.flushes.push_back(Flush {
-                id,
-                waiting,
-                release,
-            });
-            self.invalidate_others(ctx, &pages, ctx.me(), Reply::Local { id }, out);
-        } else {
-            self.flushes.push_back(Flush {
-                id,
-                waiting,
-                release,
-            });
-        }
-        self.complete_flushes(out);
-    }
-
-    /// Completes finished flushes in order.
-    fn complete_flushes(&mut self, out: &mut Vec<Action>) {
-        while self.flushes.front().is_some_and(|f| f.waiting == 0) {
-            let f = self.flushes.pop_front().expect("front exists");
-            if let Some((token, notices)) = f.release {
-                self.stats.notices_sent += notices.len() as u64;
-                out.push(Action::ReleaseDone { token, notices });
-            }
-        }
-    }
-
-    pub(crate) fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
-        let notices = match self.mode {
-            Mode::Eager => Vec::new(),
-            Mode::Notices => {
-                self.open = self.open.saturating_sub(1);
-                let n: Vec<PageId> = self.since_release.iter().copied().collect();
-                if self.open == 0 {
-                    self.since_release.clear();
-                }
-                n
-            }
-        };
-        self.flush(ctx, Some((token, notices)), out);
-    }
-
-    /// Nothing a release would flush, wait for or hand over as notices.
-    pub(crate) fn quiescent(&self) -> bool {
-        self.dirty.is_empty()
-            && self.dirty_home.is_empty()
-            && self.pushed.is_empty()
-            && self.flushes.is_empty()
-            && self.since_release.is_empty()
-    }
-
-    pub(crate) fn on_barrier_arrive(
-        &mut self,
-        ctx: &dyn Context,
-        token: u64,
-        out: &mut Vec<Action>,
-    ) {
-        let notices = match self.mode {
-            Mode::Eager => Vec::new(),
-            Mode::Notices => {
-                let mut all = std::mem::take(&mut self.since_barrier);
-                all.extend(self.since_release.iter().copied());
-                if self.open == 0 {
-                    self.since_release.clear();
-                }
-                all.into_iter().collect()
-            }
-        };
-        self.flush(ctx, Some((token, notices)), out);
-    }
-
-    // ---------------------------------------------------------------- acquires
-
-    pub(crate) fn on_acquire(
-        &mut self,
-        ctx: &dyn Context,
-        token: u64,
-        notices: &[PageId],
-        out: &mut Vec<Action>,
-    ) {
-        if self.mode == Mode::Notices {
-            self.open += 1;
-            self.apply_notices(ctx, notices, out);
-        }
-        out.push(Action::AcquireDone { token });
-    }
-
-    pub(crate) fn on_barrier_depart(
-        &mut self,
-        ctx: &dyn Context,
-        token: u64,
-        notices: &[PageId],
-        out: &mut Vec<Action>,
-    ) {
-        if self.mode == Mode::Notices {
-            self.apply_notices(ctx, notices, out);
-        }
-        self.refetch_lost(ctx, out);
-        out.push(Action::AcquireDone { token });
-    }
-
-    /// scope: invalidates this node's copies of the pages named by write notices (except the
-    /// pages it is home of, whose master copy already holds every acknowledged diff). Dirty
-    /// copies first push their diffs to their homes, batched; the next release waits for
-    /// those pushes to be acknowledged.
-    fn apply_notices(&mut self, ctx: &dyn Context, notices: &[PageId], out: &mut Vec<Action>) {
-        let me = ctx.me();
-        let mut push: BTreeMap<NodeId, Vec<PageId>> = BTreeMap::new();
-        let mut drop = Vec::new();
-        for &p in notices {
-            if ctx.home(p) == me {
-                continue;
-            }
-            let np = self.page(p);
-            if np.fetching {
-                np.stale_fetch = true;
-                self.stats.notice_invalidations += 1;
-                self.stats.invalidations += 1;
-                continue;
-            }
-            if np.access == Access::None {
-                continue;
-            }
-            self.stats.notice_invalidations += 1;
-            self.stats.invalidations += 1;
-            if self.dirty.remove(&p) {
-                self.set_access(p, Access::Read, out);
-                push.entry(ctx.home(p)).or_default().push(p);
-            }
-            drop.push(p);
-        }
-        for &p in &drop {
-            self.note_copy_lost(p);
-        }
-        if !push.is_empty() {
-            let id = self.next_flush;
-            self.next_flush += 1;
-            self.flushes.push_back(Flush {
-                id,
-                waiting: push.len() as u32,
-                release: None,
-            });
-            for (home, pages) in push {
-                self.stats.diffs_created += pages.len() as u64;
-                out.push(Action::SendDiffs {
-                    to: home,
-                    msg: ProtoMsg::Diffs {
-                        token: id,
-                        diffed: pages.clone(),
-                        pushed: Vec::new(),
-                    },
-                    pages,
-                });
-            }
-        }
-        for p in drop {
-            self.set_access(p, Access::None, out);
-        }
-    }
-
     /// Forgets the pages of a destroyed region (see `Protocol::forget`): no flush or
     /// invalidation about them is under way then, so only per-page state remains.
     pub(crate) fn forget(&mut self, pages: std::ops::Range<PageId>) -> bool {
@@ -755,7 +562,10 @@ impl HomeMw {
         self.served.retain(|p| !gone(p));
         self.since_release.retain(|p| !gone(p));
         self.since_barrier.retain(|p| !gone(p));
+        self.since_all_nodes.retain(|p| !gone(p));
         self.refetch.retain(|p| !gone(p));
+        self.fresh.retain(|p| !gone(p));
+        self.push_budgets.forget(&pages);
         true
     }
 
@@ -784,10 +594,17 @@ impl HomeMw {
             ),
             None => "untouched here".to_string(),
         };
-        let home = match self.copysets.get(&page) {
+        let mut home = match self.copysets.get(&page) {
             Some(cs) => format!("; home: copyset {:?}", cs.iter().collect::<Vec<_>>()),
             None => String::new(),
         };
+        let pushes = self.push_budgets.left(page);
+        if pushes > 0 {
+            home += &format!("; pushes left {pushes}");
+        }
+        if self.fresh.contains(&page) {
+            home += "; pushed copy, fresh";
+        }
         let waits: Vec<NodeId> = self
             .inval_pending
             .range((page, 0)..=(page, NodeId::MAX))
@@ -901,7 +718,15 @@ macro_rules! home_mw_protocol {
                     token: u64,
                     out: &mut Vec<Action>,
                 ) {
-                    self.0.on_barrier_arrive(ctx, token, out)
+                    self.0.on_barrier_arrive(ctx, token, false, out)
+                }
+                fn on_all_nodes_barrier_arrive(
+                    &mut self,
+                    ctx: &dyn Context,
+                    token: u64,
+                    out: &mut Vec<Action>,
+                ) {
+                    self.0.on_barrier_arrive(ctx, token, true, out)
                 }
                 fn on_barrier_depart(
                     &mut self,
@@ -910,7 +735,16 @@ macro_rules! home_mw_protocol {
                     notices: &[PageId],
                     out: &mut Vec<Action>,
                 ) {
-                    self.0.on_barrier_depart(ctx, token, notices, out)
+                    self.0.on_barrier_depart(ctx, token, notices, false, out)
+                }
+                fn on_all_nodes_barrier_depart(
+                    &mut self,
+                    ctx: &dyn Context,
+                    token: u64,
+                    notices: &[PageId],
+                    out: &mut Vec<Action>,
+                ) {
+                    self.0.on_barrier_depart(ctx, token, notices, true, out)
                 }
                 fn quiescent(&self) -> bool {
                     self.0.quiescent()
@@ -936,6 +770,9 @@ macro_rules! home_mw_protocol {
 
 pub(crate) use home_mw_protocol;
 
+#[cfg(test)]
+#[path = "home_mw_push_tests.rs"]
+mod push_tests;
 #[cfg(test)]
 #[path = "home_mw_tests.rs"]
 mod tests;

@@ -206,7 +206,7 @@ fn a_homes_first_touch_makes_the_untouched_home_pages_around_it_writable() {
 
 fn depart(p: &mut HomeMw, me: NodeId, notices: &[PageId]) -> Vec<Action> {
     let mut out = Vec::new();
-    p.on_barrier_depart(&ctx(me), 7, notices, &mut out);
+    p.on_barrier_depart(&ctx(me), 7, notices, false, &mut out);
     out
 }
 

@@ -884,14 +884,19 @@ impl Cluster {
     fn start_release(&mut self, tid: ThreadId, p: Pending) -> SimResult {
         let node = self.threads[tid].node;
         let nd = &mut self.nodes[node as usize];
-        let barrier = matches!(p, Pending::Arrive { .. });
+        let barrier = match p {
+            Pending::Arrive { count, .. } => Some(count.is_none()),
+            _ => None,
+        };
         let token = nd.token(p);
         self.threads[tid].state = ThreadState::Release(token);
         let mut out = Vec::new();
-        if barrier {
-            nd.proto.on_barrier_arrive(&nd.ctx, token, &mut out);
-        } else {
-            nd.proto.on_release(&nd.ctx, token, &mut out);
+        match barrier {
+            Some(true) => nd
+                .proto
+                .on_all_nodes_barrier_arrive(&nd.ctx, token, &mut out),
+            Some(false) => nd.proto.on_barrier_arrive(&nd.ctx, token, &mut out),
+            None => nd.proto.on_release(&nd.ctx, token, &mut out),
         }
         self.exec(node, out, None)
     }
@@ -1154,7 +1159,10 @@ impl Cluster {
                     self.start_acquire(node, vec![tid], &notices)?;
                 }
                 SyncEvent::BarrierDone {
-                    waiters, notices, ..
+                    waiters,
+                    notices,
+                    all_nodes,
+                    ..
                 } => {
                     let tids = waiters
                         .iter()
@@ -1172,7 +1180,7 @@ impl Cluster {
                     if global {
                         self.nodes[node as usize].sync.clear_lock_notices();
                     }
-                    self.start_barrier_depart(node, tids, &notices)?;
+                    self.start_barrier_depart(node, tids, &notices, all_nodes)?;
                 }
                 SyncEvent::Linger { lock } => {
                     if !self.lingers.contains(&(node, lock)) {
@@ -1251,6 +1259,7 @@ impl Cluster {
         node: NodeId,
         tids: Vec<ThreadId>,
         notices: &[PageId],
+        all_nodes: bool,
     ) -> SimResult {
         let nd = &mut self.nodes[node as usize];
         let token = nd.token(Pending::Acquire { tids: tids.clone() });
@@ -1258,8 +1267,13 @@ impl Cluster {
             self.threads[tid].state = ThreadState::Acquire(token);
         }
         let mut out = Vec::new();
-        nd.proto
-            .on_barrier_depart(&nd.ctx, token, notices, &mut out);
+        if all_nodes {
+            nd.proto
+                .on_all_nodes_barrier_depart(&nd.ctx, token, notices, &mut out);
+        } else {
+            nd.proto
+                .on_barrier_depart(&nd.ctx, token, notices, &mut out);
+        }
         self.exec(node, out, None)
     }
 

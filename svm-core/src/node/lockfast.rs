@@ -74,7 +74,7 @@ impl Node {
                 result: WaitResult::Granted,
             },
         );
-        self.acquire_all(st, token, &[], false)
+        self.acquire_all(st, token, &[], super::SyncKind::LockOrSem)
     }
 
     /// The engine is about to change `lock`'s state: takes its fast-path word back, adopting a

@@ -43,6 +43,7 @@ impl Node {
                     barrier,
                     waiters,
                     notices,
+                    all_nodes,
                 } => {
                     if barrier == GLOBAL_BARRIER {
                         // Every node takes part in the global barrier: notices kept for locks
@@ -58,7 +59,11 @@ impl Node {
                             result: WaitResult::BarrierDone,
                         },
                     );
-                    self.acquire_all(st, token, &notices, true)?;
+                    let kind = match all_nodes {
+                        true => SyncKind::AllNodesBarrier,
+                        false => SyncKind::Barrier,
+                    };
+                    self.acquire_all(st, token, &notices, kind)?;
                 }
                 SyncEvent::BarrierMismatch {
                     waiter,
@@ -98,38 +103,34 @@ impl Node {
         st.fanin.remove(&token).map(|(_, n)| n)
     }
 
-    /// Runs a release (lock release, semaphore post, barrier arrival with `barrier`) in every
-    /// protocol; it completes when all have answered.
+    /// Runs a release (lock release, semaphore post, barrier arrival) in every protocol; it
+    /// completes when all have answered.
     pub(super) fn release_all(
         &self,
         st: &mut EngineState,
         token: u64,
-        barrier: bool,
+        kind: SyncKind,
     ) -> Result<(), EngineError> {
-        self.in_every_protocol(st, token, |p, ctx, acts| {
-            if barrier {
-                p.on_barrier_arrive(ctx, token, acts)
-            } else {
-                p.on_release(ctx, token, acts)
-            }
+        self.in_every_protocol(st, token, |p, ctx, acts| match kind {
+            SyncKind::LockOrSem => p.on_release(ctx, token, acts),
+            SyncKind::Barrier => p.on_barrier_arrive(ctx, token, acts),
+            SyncKind::AllNodesBarrier => p.on_all_nodes_barrier_arrive(ctx, token, acts),
         })
     }
 
-    /// Runs an acquire (lock grant, semaphore grant, barrier departure with `barrier`) in
-    /// every protocol; the waiters wake when all have answered.
+    /// Runs an acquire (lock grant, semaphore grant, barrier departure) in every protocol; the
+    /// waiters wake when all have answered.
     pub(super) fn acquire_all(
         &self,
         st: &mut EngineState,
         token: u64,
         notices: &[PageId],
-        barrier: bool,
+        kind: SyncKind,
     ) -> Result<(), EngineError> {
-        self.in_every_protocol(st, token, |p, ctx, acts| {
-            if barrier {
-                p.on_barrier_depart(ctx, token, notices, acts)
-            } else {
-                p.on_acquire(ctx, token, notices, acts)
-            }
+        self.in_every_protocol(st, token, |p, ctx, acts| match kind {
+            SyncKind::LockOrSem => p.on_acquire(ctx, token, notices, acts),
+            SyncKind::Barrier => p.on_barrier_depart(ctx, token, notices, acts),
+            SyncKind::AllNodesBarrier => p.on_all_nodes_barrier_depart(ctx, token, notices, acts),
         })
     }
 
@@ -176,7 +177,7 @@ impl Node {
     ) -> Result<(), EngineError> {
         let token = Self::new_token(st);
         st.acquires.insert(token, AcquireCont { waiters, result });
-        self.acquire_all(st, token, notices, false)
+        self.acquire_all(st, token, notices, SyncKind::LockOrSem)
     }
 
     pub(super) fn release_done(
@@ -342,13 +343,13 @@ impl Node {
                         waiter: w,
                     },
                 );
-                self.release_all(st, token, false)
+                self.release_all(st, token, SyncKind::LockOrSem)
             }
             SyncOp::SemPost(id) => {
                 let token = Self::new_token(st);
                 st.releases
                     .insert(token, ReleaseCont::SemPost { sem: id, waiter: w });
-                self.release_all(st, token, false)
+                self.release_all(st, token, SyncKind::LockOrSem)
             }
             SyncOp::SemWait(id) => {
                 let mut evs = Vec::new();
@@ -369,7 +370,11 @@ impl Node {
                         waiter: w,
                     },
                 );
-                self.release_all(st, token, true)
+                let kind = match count {
+                    None => SyncKind::AllNodesBarrier,
+                    Some(_) => SyncKind::Barrier,
+                };
+                self.release_all(st, token, kind)
             }
         }
     }

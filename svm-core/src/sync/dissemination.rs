@@ -129,6 +129,7 @@ impl AllNodesBarrier {
             barrier,
             waiters: vec![waiter],
             notices: std::mem::take(&mut self.heard).into_iter().collect(),
+            all_nodes: true,
         });
     }
 

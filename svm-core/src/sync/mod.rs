@@ -56,11 +56,13 @@ pub enum SyncEvent {
     /// [`LOCK_LINGER`] (earlier or later is safe).
     Linger { lock: u64 },
     /// Barrier complete for these waiters of this node; run the acquire with `notices` once,
-    /// then wake them.
+    /// then wake them. `all_nodes`: a barrier of every node, one thread each
+    /// ([`SyncState::barrier_all_arrive`]), which every node departs as it arrived.
     BarrierDone {
         barrier: u64,
         waiters: Vec<Waiter>,
         notices: Vec<PageId>,
+        all_nodes: bool,
     },
     /// The manager refused `waiter`'s arrival: its count differs from the round's.
     BarrierMismatch {
@@ -699,6 +701,7 @@ impl SyncState {
                     barrier: *barrier,
                     waiters,
                     notices: notices.clone(),
+                    all_nodes: false,
                 });
             }
             SyncMsg::BarrierRound {

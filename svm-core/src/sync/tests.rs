@@ -378,7 +378,8 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
                 SyncEvent::BarrierDone {
                     barrier: 1,
                     waiters: vec![1, 3],
-                    notices: vec![]
+                    notices: vec![],
+                    all_nodes: false,
                 }
             ),
             (
@@ -386,7 +387,8 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
                 SyncEvent::BarrierDone {
                     barrier: 1,
                     waiters: vec![4],
-                    notices: vec![]
+                    notices: vec![],
+                    all_nodes: false,
                 }
             ),
         ]
@@ -401,7 +403,8 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
             SyncEvent::BarrierDone {
                 barrier: 1,
                 waiters: vec![5],
-                notices: vec![]
+                notices: vec![],
+                all_nodes: false,
             }
         )]
     );
@@ -644,9 +647,13 @@ impl Net {
             .into_iter()
             .map(|(n, e)| match e {
                 SyncEvent::BarrierDone {
-                    waiters, notices, ..
+                    waiters,
+                    notices,
+                    all_nodes,
+                    ..
                 } => {
                     assert_eq!(waiters.len(), 1, "one thread per node");
+                    assert!(all_nodes, "a departure of the all-nodes barrier says so");
                     (n, waiters[0], notices)
                 }
                 other => panic!("expected a departure, got {other:?}"),

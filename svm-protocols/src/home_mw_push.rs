@@ -1,0 +1,132 @@
+//! scope in a job of two nodes: at its barrier arrival a home sends the other node, unasked,
+//! the pages it wrote in the phase that the other node keeps fetching (a stencil's boundary
+//! rows), and the other node keeps such a copy through the barrier's write notices instead of
+//! fetching it again at the departure.
+//!
+//! Why: the reader's fetch after the barrier (`refetch`, or a fault) asks a home that is
+//! computing again by then, whose engine must be woken beside the computing thread to answer
+//! (Laplace at 2 nodes: 55 µs per boundary-row fault after the first barrier of an iteration,
+//! nearly a round trip, on the critical path of the row the reader computes first). At the
+//! home's arrival its engine is awake and the page final for the phase.
+//!
+//! Why only two nodes: then every write notice the reader gets names a write of the home
+//! itself or of the reader, and everything the home tells the reader travels on one link
+//! (per-pair FIFO). The push leaves after the home's writes of the phase and before its
+//! barrier arrival, so at the departure the pushed copy holds every write the barrier's
+//! notices for the page stand for. The reader's own writes: a copy it is writing (a twin) or
+//! whose diffs are not acknowledged yet is never replaced; once they are acknowledged the
+//! home has applied them, before it sent anything that arrives after the acknowledgement.
+//! A notice that arrives after the push (a lock the home's threads released later) drops the
+//! copy as usual. With a third node, a notice could stand for its writes, which the pushed
+//! copy may lack.
+//!
+//! Which pages: a fetch by the reader gives the page a budget of [`PUSH_BUDGET`] pushes; each
+//! push uses one. A fetch after the budget ran out (the reader kept reading the page, and had
+//! to fetch it) doubles the next one, up to [`PUSH_BUDGET_MAX`]. A page the reader stopped
+//! reading costs at most one budget of needless pushes.
+
+use std::collections::HashMap;
+
+use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
+
+use super::{HomeMw, Mode};
+
+/// Pushes a fetch earns, at first.
+pub(super) const PUSH_BUDGET: u8 = 8;
+
+/// The most a fetch earns (see the module docs).
+pub(super) const PUSH_BUDGET_MAX: u8 = 128;
+
+/// Home side: the other node's push budget of each page this node is home of.
+#[derive(Debug, Default)]
+pub(super) struct PushBudgets {
+    /// page → (pushes left, what the next fetch earns)
+    pages: HashMap<PageId, (u8, u8)>,
+}
+
+impl PushBudgets {
+    pub(super) fn forget(&mut self, pages: &std::ops::Range<PageId>) {
+        self.pages.retain(|p, _| !pages.contains(p));
+    }
+
+    pub(super) fn left(&self, page: PageId) -> u8 {
+        self.pages.get(&page).map_or(0, |b| b.0)
+    }
+}
+
+impl HomeMw {
+    /// Whether this node pushes and accepts pushes: scope in a job of two nodes.
+    pub(super) fn pushing(&self, ctx: &dyn Context) -> bool {
+        self.mode == Mode::Notices && ctx.nodes() == 2
+    }
+
+    /// Home side: the other node fetched `page`.
+    pub(super) fn note_fetched(&mut self, ctx: &dyn Context, page: PageId) {
+        if !self.pushing(ctx) {
+            return;
+        }
+        let b = self.push_budgets.pages.entry(page).or_default();
+        b.1 = match b.1 {
+            0 => PUSH_BUDGET,
+            n if b.0 == 0 => n.saturating_mul(2).min(PUSH_BUDGET_MAX),
+            n => n,
+        };
+        b.0 = b.1;
+    }
+
+    /// Home side, at this node's barrier arrival (after its writes were stopped, before the
+    /// arrival leaves): pushes the pages of `written` it is home of that have budget.
+    pub(super) fn push_written(
+        &mut self,
+        ctx: &dyn Context,
+        written: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        if !self.pushing(ctx) {
+            return;
+        }
+        let me = ctx.me();
+        let other: NodeId = 1 - me;
+        for &page in written {
+            if ctx.home(page) != me {
+                continue;
+            }
+            let Some(b) = self.push_budgets.pages.get_mut(&page) else {
+                continue;
+            };
+            if b.0 == 0 {
+                continue;
+            }
+            b.0 -= 1;
+            self.stats.pages_pushed += 1;
+            out.push(Action::Send {
+                to: other,
+                msg: ProtoMsg::Push { page },
+                attach: Some(page),
+            });
+        }
+    }
+
+    /// Reader side: the home pushed `page`. Installed as a read copy unless this node asked
+    /// for the page (the grant is on its way), is writing it, or has diffs of it that the home
+    /// has not acknowledged (the pushed copy may lack them).
+    pub(super) fn pushed_copy(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
+        if !self.pushing(ctx) || ctx.home(page) == ctx.me() {
+            return;
+        }
+        let unacked = self
+            .flushes
+            .iter()
+            .any(|f| f.waiting > 0 && f.diffed.binary_search(&page).is_ok());
+        let np = self.page(page);
+        if np.fetching || np.access == Access::Write || unacked {
+            return;
+        }
+        out.push(Action::InstallIncoming {
+            page,
+            access: Access::Read,
+        });
+        self.page(page).access = Access::Read;
+        self.fresh.insert(page);
+    }
+}

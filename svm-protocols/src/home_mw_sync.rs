@@ -1,0 +1,303 @@
+//! sc-mw and scope: releases (lock releases, barrier arrivals) flush this node's writes to
+//! their homes; acquires (lock grants, barrier departures) apply the write notices (scope).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
+
+use super::{HomeMw, Mode, Reply};
+
+/// A flush of this node (a release, a barrier arrival, or a push of dirty pages before an
+/// invalidation) waiting for acknowledgements.
+#[derive(Debug, Clone)]
+pub(super) struct Flush {
+    pub(super) id: u64,
+    /// Acknowledgements still missing (one per home messaged, one for local invalidations).
+    pub(super) waiting: u32,
+    /// Of those, the ones this flush's release and every later one wait for: all of them,
+    /// except in a job of two nodes, where the homes' are not needed (see [`HomeMw::flush`])
+    /// and only the local invalidations count.
+    release_waiting: u32,
+    /// Whether the homes' acknowledgements count in `release_waiting`.
+    release_waits_for_homes: bool,
+    /// The pages whose diffs it sent, sorted (`push`: a pushed copy may lack them).
+    pub(super) diffed: Vec<PageId>,
+    /// The release this flush completes, until it is completed: its token and notices (None
+    /// for a push, and once `ReleaseDone` is out).
+    pub(super) release: Option<(u64, Vec<PageId>)>,
+}
+
+impl Flush {
+    /// One acknowledgement arrived: from a home (`DiffAck`) or for the local invalidations.
+    pub(super) fn acked(&mut self, from_home: bool) {
+        self.waiting = self.waiting.saturating_sub(1);
+        if !from_home || self.release_waits_for_homes {
+            self.release_waiting = self.release_waiting.saturating_sub(1);
+        }
+    }
+}
+
+impl HomeMw {
+    // ---------------------------------------------------------------- releases
+
+    /// Flushes every dirty page; `release` is completed (ReleaseDone) once every home has
+    /// acknowledged and every earlier release is complete.
+    ///
+    /// In a job of two nodes the release does not wait for the home's acknowledgement: the
+    /// other node is the home of every page this node diffs, and whatever tells it of the
+    /// release (the barrier arrival, the lock's grant or release, a semaphore post) is a later
+    /// message on the same link, so it applies the diffs first (per-pair FIFO); no third node
+    /// could learn of the release and ask the home for the page before the diffs are there.
+    /// This node's own later requests to the home follow the diffs on that link too. The flush
+    /// still counts the acknowledgements (the protocol is not quiescent until they are in, so
+    /// the shared-memory barrier, which sends no message, goes through the message barrier).
+    /// Laplace at 2 nodes under `scope`: a round trip less at every barrier after which a node
+    /// wrote the shared error array.
+    fn flush(
+        &mut self,
+        ctx: &dyn Context,
+        release: Option<(u64, Vec<PageId>)>,
+        push: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        let id = self.next_flush;
+        self.next_flush += 1;
+        let dirty = std::mem::take(&mut self.dirty);
+        let pushed = std::mem::take(&mut self.pushed);
+        // Home pages nobody has fetched stay writable and untracked (see `served`).
+        let dirty_home: BTreeSet<PageId> = std::mem::take(&mut self.dirty_home)
+            .into_iter()
+            .filter(|p| self.served.contains(p))
+            .collect();
+        // Stop writers first: the diffs and the home's invalidations must see final contents.
+        for &p in dirty.iter().chain(&dirty_home) {
+            self.set_access(p, Access::Read, out);
+        }
+        let mut batches: BTreeMap<NodeId, (Vec<PageId>, Vec<PageId>)> = BTreeMap::new();
+        for &p in &dirty {
+            batches.entry(ctx.home(p)).or_default().0.push(p);
+        }
+        for &p in pushed.difference(&dirty) {
+            batches.entry(ctx.home(p)).or_default().1.push(p);
+        }
+        let homes = batches.len() as u32;
+        // `pushed` pages went to their homes earlier, with an `InvalAck`.
+        let diffed: Vec<PageId> = dirty.iter().copied().collect();
+        for (home, (diffed, pushed)) in batches {
+            self.stats.diffs_created += diffed.len() as u64;
+            out.push(Action::SendDiffs {
+                to: home,
+                msg: ProtoMsg::Diffs {
+                    token: id,
+                    diffed: diffed.clone(),
+                    pushed,
+                },
+                pages: diffed,
+            });
+        }
+        // After the writes were stopped, before the release leaves (`push`).
+        self.push_written(ctx, push, out);
+        let release_waits_for_homes = ctx.nodes() > 2;
+        let local = u32::from(self.mode == Mode::Eager && !dirty_home.is_empty());
+        // Counted before `invalidate_others`: it may complete (and decrement) at once.
+        self.flushes.push_back(Flush {
+            id,
+            waiting: homes + local,
+            release_waiting: if release_waits_for_homes { homes } else { 0 } + local,
+            release_waits_for_homes,
+            diffed,
+            release,
+        });
+        if local == 1 {
+            let pages: Vec<PageId> = dirty_home.into_iter().collect();
+            self.invalidate_others(ctx, &pages, ctx.me(), Reply::Local { id }, out);
+        }
+        self.complete_flushes(out);
+    }
+
+    /// Completes releases in order, as soon as neither they nor an earlier flush wait for an
+    /// acknowledgement a release needs, and forgets the flushes that wait for none at all.
+    pub(super) fn complete_flushes(&mut self, out: &mut Vec<Action>) {
+        for f in self.flushes.iter_mut() {
+            if f.release_waiting > 0 {
+                break;
+            }
+            if let Some((token, notices)) = f.release.take() {
+                self.stats.notices_sent += notices.len() as u64;
+                out.push(Action::ReleaseDone { token, notices });
+            }
+        }
+        while self
+            .flushes
+            .front()
+            .is_some_and(|f| f.waiting == 0 && f.release.is_none())
+        {
+            self.flushes.pop_front();
+        }
+    }
+
+    pub(crate) fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        let notices = match self.mode {
+            Mode::Eager => Vec::new(),
+            Mode::Notices => {
+                self.open = self.open.saturating_sub(1);
+                let n: Vec<PageId> = self.since_release.iter().copied().collect();
+                if self.open == 0 {
+                    self.since_release.clear();
+                }
+                n
+            }
+        };
+        self.flush(ctx, Some((token, notices)), &[], out);
+    }
+
+    /// Nothing a release would flush, wait for or hand over as notices.
+    pub(crate) fn quiescent(&self) -> bool {
+        self.dirty.is_empty()
+            && self.dirty_home.is_empty()
+            && self.pushed.is_empty()
+            && self.flushes.is_empty()
+            && self.since_release.is_empty()
+    }
+
+    /// A barrier arrival; `all_nodes`: of the barrier of every node (`push`).
+    pub(crate) fn on_barrier_arrive(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        all_nodes: bool,
+        out: &mut Vec<Action>,
+    ) {
+        let notices = match self.mode {
+            Mode::Eager => Vec::new(),
+            Mode::Notices => {
+                let mut all = std::mem::take(&mut self.since_barrier);
+                all.extend(self.since_release.iter().copied());
+                if all_nodes {
+                    all.append(&mut self.since_all_nodes);
+                }
+                if self.open == 0 {
+                    self.since_release.clear();
+                }
+                all.into_iter().collect()
+            }
+        };
+        let push = if all_nodes {
+            notices.clone()
+        } else {
+            Vec::new()
+        };
+        self.flush(ctx, Some((token, notices)), &push, out);
+    }
+
+    // ---------------------------------------------------------------- acquires
+
+    pub(crate) fn on_acquire(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        if self.mode == Mode::Notices {
+            self.open += 1;
+            self.apply_notices(ctx, notices, false, out);
+        }
+        out.push(Action::AcquireDone { token });
+    }
+
+    /// A barrier departure; `all_nodes`: of the barrier of every node, whose notices the
+    /// pages pushed since the last departure already hold (`push`).
+    pub(crate) fn on_barrier_depart(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        all_nodes: bool,
+        out: &mut Vec<Action>,
+    ) {
+        if self.mode == Mode::Notices {
+            self.apply_notices(ctx, notices, all_nodes, out);
+        }
+        self.fresh.clear();
+        self.refetch_lost(ctx, out);
+        out.push(Action::AcquireDone { token });
+    }
+
+    /// scope: invalidates this node's copies of the pages named by write notices (except the
+    /// pages it is home of, whose master copy already holds every acknowledged diff, and with
+    /// `keep_fresh` the copies the home pushed since the last departure: `push`). Dirty
+    /// copies first push their diffs to their homes, batched; the next release waits for
+    /// those pushes to be acknowledged.
+    fn apply_notices(
+        &mut self,
+        ctx: &dyn Context,
+        notices: &[PageId],
+        keep_fresh: bool,
+        out: &mut Vec<Action>,
+    ) {
+        let me = ctx.me();
+        let mut push: BTreeMap<NodeId, Vec<PageId>> = BTreeMap::new();
+        let mut drop = Vec::new();
+        for &p in notices {
+            if ctx.home(p) == me || (keep_fresh && self.fresh.contains(&p)) {
+                continue;
+            }
+            let np = self.page(p);
+            if np.fetching {
+                np.stale_fetch = true;
+                self.stats.notice_invalidations += 1;
+                self.stats.invalidations += 1;
+                continue;
+            }
+            if np.access == Access::None {
+                continue;
+            }
+            self.stats.notice_invalidations += 1;
+            self.stats.invalidations += 1;
+            if self.dirty.remove(&p) {
+                self.set_access(p, Access::Read, out);
+                push.entry(ctx.home(p)).or_default().push(p);
+            }
+            drop.push(p);
+        }
+        for &p in &drop {
+            self.note_copy_lost(p);
+        }
+        if !push.is_empty() {
+            let id = self.next_flush;
+            self.next_flush += 1;
+            // The next release waits for these acknowledgements (its notices name the pages),
+            // except in a job of two nodes (see `flush`).
+            let homes = push.len() as u32;
+            let release_waits_for_homes = ctx.nodes() > 2;
+            self.flushes.push_back(Flush {
+                id,
+                waiting: homes,
+                release_waiting: if release_waits_for_homes { homes } else { 0 },
+                release_waits_for_homes,
+                diffed: {
+                    let mut d: Vec<PageId> = push.values().flatten().copied().collect();
+                    d.sort_unstable();
+                    d
+                },
+                release: None,
+            });
+            for (home, pages) in push {
+                self.stats.diffs_created += pages.len() as u64;
+                out.push(Action::SendDiffs {
+                    to: home,
+                    msg: ProtoMsg::Diffs {
+                        token: id,
+                        diffed: pages.clone(),
+                        pushed: Vec::new(),
+                    },
+                    pages,
+                });
+            }
+        }
+        for p in drop {
+            self.set_access(p, Access::None, out);
+        }
+    }
+}
