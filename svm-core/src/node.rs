@@ -376,6 +376,9 @@ pub struct Node {
     fast: RwLock<FxHashMap<u64, Arc<FastLock>>>,
     /// Some protocol is not quiescent (`Protocol::quiescent`): no fast-path lock operation.
     proto_dirty: AtomicBool,
+    /// Some protocol is not barrier-quiescent (`Protocol::barrier_quiescent`): the
+    /// shared-memory barrier goes through the message barrier.
+    barrier_dirty: AtomicBool,
     /// Locks held through the fast path right now.
     fast_held: AtomicU32,
     /// The shared-memory barrier of a job whose nodes all run on this host over DECK-SCI
@@ -532,6 +535,7 @@ impl Node {
             timer_due: AtomicU64::new(u64::MAX),
             fast: RwLock::new(FxHashMap::default()),
             proto_dirty: AtomicBool::new(true),
+            barrier_dirty: AtomicBool::new(true),
             fast_held: AtomicU32::new(0),
             host_barrier: std::sync::OnceLock::new(),
             host_barrier_busy: Mutex::new(Default::default()),

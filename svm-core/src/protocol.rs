@@ -270,6 +270,14 @@ pub trait Protocol: Send {
         false
     }
 
+    /// Whether a barrier arrival now would also complete at once with no notices: quiescent,
+    /// and no write notices kept for the next barrier (scope keeps the pages written since the
+    /// last barrier after a lock release has flushed them). The shared-memory barrier passes
+    /// without messages only while every node's protocols are. Default: `quiescent`.
+    fn barrier_quiescent(&self) -> bool {
+        self.quiescent()
+    }
+
     /// When this protocol next wants [`Protocol::on_timer`] called, in ns on the clock of
     /// [`Context::now`]; None without a timer. The engine asks after every hook.
     fn next_timer(&self) -> Option<u64> {

@@ -366,6 +366,45 @@ fn shared_memory_barriers_exchange_values_refuse_a_wrong_count_and_carry_notices
     }
 }
 
+/// scope over the shared-memory barrier: a page its home wrote and released under a lock is
+/// still announced at the next barrier (scope keeps the page for the barrier's notices after
+/// the lock's flush), so that barrier goes through the messages instead of passing in shared
+/// memory and leaving the other node's copy stale.
+#[test]
+fn a_write_released_under_a_lock_is_announced_at_the_next_shared_memory_barrier() {
+    let job = start_job(2, "scope", FailureMode::EndJob);
+    let path = std::env::temp_dir().join(format!(
+        "svm-engine-host-barrier-lock-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let hb = HostBarrier::in_new_file(&path).expect("barrier slots");
+    for node in &job.nodes {
+        node.use_host_barrier(hb.clone());
+    }
+    let page = job.nodes[0].space.alloc_local(4096).expect("allocation");
+    job.run(|node, mem| {
+        for round in 1..=3u64 {
+            if node.me == 1 {
+                // A read copy, fetched from the home (node 0).
+                assert_eq!(load_u64(mem, page), round - 1);
+            }
+            assert_eq!(node.barrier_all_nodes(8), WaitResult::BarrierDone);
+            if node.me == 0 {
+                assert!(node.lock(1, false));
+                store_u64(mem, page, round);
+                assert!(node.unlock(1));
+            }
+            assert_eq!(node.barrier_all_nodes(8), WaitResult::BarrierDone);
+            if node.me == 1 {
+                assert_eq!(load_u64(mem, page), round, "round {round}: stale copy");
+            }
+            assert_eq!(node.barrier_all_nodes(8), WaitResult::BarrierDone);
+        }
+    });
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A frame from `from` to the tapped node, as `from`'s engine would send it.
 fn frame(msg: &Msg, from: NodeId) -> Vec<u8> {
     wire::encode(msg, from, 0, &[]).expect("encodes")

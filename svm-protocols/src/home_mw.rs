@@ -749,6 +749,9 @@ macro_rules! home_mw_protocol {
                 fn quiescent(&self) -> bool {
                     self.0.quiescent()
                 }
+                fn barrier_quiescent(&self) -> bool {
+                    self.0.barrier_quiescent()
+                }
                 fn stats(&self) -> ProtocolStats {
                     self.0.stats()
                 }

@@ -151,6 +151,11 @@ impl HomeMw {
         self.flush(ctx, Some((token, notices)), &[], out);
     }
 
+    /// Nothing a barrier arrival would flush, wait for or hand over as notices.
+    pub(crate) fn barrier_quiescent(&self) -> bool {
+        self.quiescent() && self.since_barrier.is_empty() && self.since_all_nodes.is_empty()
+    }
+
     /// Nothing a release would flush, wait for or hand over as notices.
     pub(crate) fn quiescent(&self) -> bool {
         self.dirty.is_empty()

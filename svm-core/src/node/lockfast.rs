@@ -56,10 +56,13 @@ impl Node {
         Ok(())
     }
 
-    /// Records for the fast path whether every protocol is quiescent, and returns it.
+    /// Records for the fast path whether every protocol is quiescent, and returns it; and
+    /// for the shared-memory barrier whether every protocol is barrier-quiescent.
     pub(super) fn record_quiescence(&self, st: &EngineState) -> bool {
         let quiet = st.protocols.iter().flatten().all(|p| p.quiescent());
         self.proto_dirty.store(!quiet, Ordering::SeqCst);
+        let barrier_quiet = quiet && st.protocols.iter().flatten().all(|p| p.barrier_quiescent());
+        self.barrier_dirty.store(!barrier_quiet, Ordering::SeqCst);
         quiet
     }
 

@@ -484,7 +484,7 @@ impl Node {
     /// The shared-memory barrier (`use_host_barrier`): Some(result) when the barrier is done
     /// with, None when the caller must go through the message barrier — no slot for `id`, or
     /// some arrival of the episode had what only the message barrier carries: write notices
-    /// or flushes to wait for (a protocol that is not quiescent), or, at the global barrier,
+    /// or flushes to wait for (a protocol that is not barrier-quiescent), or, at the global barrier,
     /// lock and semaphore notices to collect. Then every participant goes through the message
     /// barrier after this one, so all make the same choice.
     fn host_barrier_wait(&self, id: u64, count: u32) -> Option<WaitResult> {
@@ -492,7 +492,7 @@ impl Node {
         let hb = self.host_barrier.get()?;
         let t0 = Instant::now();
         let p0 = if crate::profile::on() { now_ns() } else { 0 };
-        let mut slow = self.proto_dirty.load(Ordering::SeqCst);
+        let mut slow = self.barrier_dirty.load(Ordering::SeqCst);
         if !slow && id == GLOBAL_BARRIER {
             let st = self.lock_state();
             slow = st.sync.lock_notice_count() > 0 || st.sems.notice_count() > 0;
