@@ -131,6 +131,8 @@ pub(crate) struct HomeMw {
     open: u32,
     /// Pages to fetch again at the next barrier departure (`refetch`).
     refetch: BTreeSet<PageId>,
+    /// scope, two nodes (`push`): whether to push (`SVM_PUSH`; on by default).
+    pub(crate) push: bool,
     /// scope, two nodes (`push`): the other node's push budgets of this node's home pages.
     push_budgets: push::PushBudgets,
     /// scope, two nodes (`push`): pages whose copy the home pushed since this node's last
@@ -162,6 +164,7 @@ impl HomeMw {
             since_all_nodes: BTreeSet::new(),
             open: 0,
             refetch: BTreeSet::new(),
+            push: true,
             push_budgets: Default::default(),
             fresh: BTreeSet::new(),
             stats: ProtocolStats::default(),
@@ -377,7 +380,7 @@ impl HomeMw {
             &ProtoMsg::Push { page } => self.pushed_copy(ctx, page, out),
             &ProtoMsg::DiffAck { token, .. } => {
                 if let Some(f) = self.flushes.iter_mut().find(|f| f.id == token) {
-                    f.acked(true);
+                    f.acked();
                 }
                 self.complete_flushes(out);
             }
@@ -480,7 +483,7 @@ impl HomeMw {
             }
             Reply::Local { id } => {
                 if let Some(f) = self.flushes.iter_mut().find(|f| f.id == id) {
-                    f.acked(false);
+                    f.acked();
                 }
                 self.complete_flushes(out);
             }
@@ -762,6 +765,7 @@ macro_rules! home_mw_protocol {
                     self.0.fault_around = ::svm_core::protocol::FaultAround::new(opts.fault_around);
                     self.0.fetch_ahead = $crate::scan_ahead::ScanAhead::new(opts.read_ahead);
                     self.0.write_ahead = $crate::scan_ahead::ScanAhead::new(opts.read_ahead);
+                    self.0.push = opts.push;
                 }
                 fn describe(&self, page: PageId) -> String {
                     self.0.describe($name, page)

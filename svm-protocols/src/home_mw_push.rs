@@ -55,9 +55,10 @@ impl PushBudgets {
 }
 
 impl HomeMw {
-    /// Whether this node pushes and accepts pushes: scope in a job of two nodes.
+    /// Whether this node pushes and accepts pushes: scope in a job of two nodes, unless
+    /// `SVM_PUSH=0`.
     pub(super) fn pushing(&self, ctx: &dyn Context) -> bool {
-        self.mode == Mode::Notices && ctx.nodes() == 2
+        self.push && self.mode == Mode::Notices && ctx.nodes() == 2
     }
 
     /// Home side: the other node fetched `page`.

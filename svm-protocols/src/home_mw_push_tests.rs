@@ -122,6 +122,39 @@ fn a_release_waits_for_the_homes_acknowledgement_only_with_more_than_two_nodes()
     }
 }
 
+/// sc-mw, a home writes a page the other node has a copy of: with two nodes its release does
+/// not wait for the invalidation's acknowledgement (the invalidation precedes whatever tells
+/// the other node of the release); with three it does.
+#[test]
+fn a_homes_release_waits_for_its_invalidations_only_with_more_than_two_nodes() {
+    for nodes in [2, 3] {
+        let mut h = HomeMw::new(Mode::Eager);
+        msg(&mut h, 0, nodes, 1, ProtoMsg::ReadReq { page: 5 });
+        fault(&mut h, 0, nodes, 5, Access::Write);
+        let mut out = Vec::new();
+        h.on_release(&ctx(0, nodes), 9, &mut out);
+        assert!(
+            out.iter().any(|a| matches!(
+                a,
+                Action::Send {
+                    to: 1,
+                    msg: ProtoMsg::Inval { page: 5 },
+                    ..
+                }
+            )),
+            "{out:?}"
+        );
+        assert_eq!(released(&out), nodes == 2, "{nodes} nodes");
+        assert!(
+            !h.quiescent(),
+            "{nodes} nodes: the invalidation is not acknowledged"
+        );
+        let out = msg(&mut h, 0, nodes, 1, ProtoMsg::InvalAck { page: 5 });
+        assert_eq!(released(&out), nodes == 3, "{nodes} nodes");
+        assert!(h.quiescent(), "{nodes} nodes");
+    }
+}
+
 /// scope, two nodes, home side: at the global barrier the home pushes the pages it wrote that
 /// the other node fetched, after stopping its writes and before the arrival leaves, within the
 /// budget a fetch earns; not at a barrier of some threads, not with three nodes, not under
@@ -168,9 +201,14 @@ fn the_home_pushes_what_the_other_node_fetched_at_the_global_barrier() {
     msg(&mut h, 0, 2, 1, ProtoMsg::ReadReq { page: 5 });
     fault(&mut h, 0, 2, 5, Access::Write);
     assert!(pushes(&arrive(&mut h, 0, 2, false)).is_empty());
-    // Three nodes, or sc-mw: no push.
-    for (mode, nodes) in [(Mode::Notices, 3), (Mode::Eager, 2)] {
+    // Three nodes, sc-mw, or `SVM_PUSH=0`: no push.
+    for (mode, nodes, on) in [
+        (Mode::Notices, 3, true),
+        (Mode::Eager, 2, true),
+        (Mode::Notices, 2, false),
+    ] {
         let mut h = HomeMw::new(mode);
+        h.push = on;
         msg(&mut h, 0, nodes, 1, ProtoMsg::ReadReq { page: 5 });
         fault(&mut h, 0, nodes, 5, Access::Write);
         assert!(

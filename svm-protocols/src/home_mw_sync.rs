@@ -15,11 +15,10 @@ pub(super) struct Flush {
     /// Acknowledgements still missing (one per home messaged, one for local invalidations).
     pub(super) waiting: u32,
     /// Of those, the ones this flush's release and every later one wait for: all of them,
-    /// except in a job of two nodes, where the homes' are not needed (see [`HomeMw::flush`])
-    /// and only the local invalidations count.
+    /// except in a job of two nodes, where none is needed (see [`HomeMw::flush`]).
     release_waiting: u32,
-    /// Whether the homes' acknowledgements count in `release_waiting`.
-    release_waits_for_homes: bool,
+    /// Whether the acknowledgements count in `release_waiting`.
+    release_waits_for_acks: bool,
     /// The pages whose diffs it sent, sorted (`push`: a pushed copy may lack them).
     pub(super) diffed: Vec<PageId>,
     /// The release this flush completes, until it is completed: its token and notices (None
@@ -29,9 +28,9 @@ pub(super) struct Flush {
 
 impl Flush {
     /// One acknowledgement arrived: from a home (`DiffAck`) or for the local invalidations.
-    pub(super) fn acked(&mut self, from_home: bool) {
+    pub(super) fn acked(&mut self) {
         self.waiting = self.waiting.saturating_sub(1);
-        if !from_home || self.release_waits_for_homes {
+        if self.release_waits_for_acks {
             self.release_waiting = self.release_waiting.saturating_sub(1);
         }
     }
@@ -48,11 +47,14 @@ impl HomeMw {
     /// release (the barrier arrival, the lock's grant or release, a semaphore post) is a later
     /// message on the same link, so it applies the diffs first (per-pair FIFO); no third node
     /// could learn of the release and ask the home for the page before the diffs are there.
-    /// This node's own later requests to the home follow the diffs on that link too. The flush
-    /// still counts the acknowledgements (the protocol is not quiescent until they are in, so
+    /// This node's own later requests to the home follow the diffs on that link too. Likewise
+    /// sc-mw's invalidations of the other node's copies of this node's own pages: the other
+    /// node handles them before whatever tells it of the release (and a copy it was writing
+    /// comes back with its acknowledgement, before its own barrier arrival or lock message).
+    /// The flush still counts the acknowledgements (the protocol is not quiescent until they are in, so
     /// the shared-memory barrier, which sends no message, goes through the message barrier).
-    /// Laplace at 2 nodes under `scope`: a round trip less at every barrier after which a node
-    /// wrote the shared error array.
+    /// Laplace at 2 nodes: a round trip less at every barrier after which a node wrote the
+    /// shared error array (scope), or wrote its boundary rows (sc-mw).
     fn flush(
         &mut self,
         ctx: &dyn Context,
@@ -97,14 +99,18 @@ impl HomeMw {
         }
         // After the writes were stopped, before the release leaves (`push`).
         self.push_written(ctx, push, out);
-        let release_waits_for_homes = ctx.nodes() > 2;
+        let release_waits_for_acks = ctx.nodes() > 2;
         let local = u32::from(self.mode == Mode::Eager && !dirty_home.is_empty());
         // Counted before `invalidate_others`: it may complete (and decrement) at once.
         self.flushes.push_back(Flush {
             id,
             waiting: homes + local,
-            release_waiting: if release_waits_for_homes { homes } else { 0 } + local,
-            release_waits_for_homes,
+            release_waiting: if release_waits_for_acks {
+                homes + local
+            } else {
+                0
+            },
+            release_waits_for_acks,
             diffed,
             release,
         });
@@ -275,12 +281,12 @@ impl HomeMw {
             // The next release waits for these acknowledgements (its notices name the pages),
             // except in a job of two nodes (see `flush`).
             let homes = push.len() as u32;
-            let release_waits_for_homes = ctx.nodes() > 2;
+            let release_waits_for_acks = ctx.nodes() > 2;
             self.flushes.push_back(Flush {
                 id,
                 waiting: homes,
-                release_waiting: if release_waits_for_homes { homes } else { 0 },
-                release_waits_for_homes,
+                release_waiting: if release_waits_for_acks { homes } else { 0 },
+                release_waits_for_acks,
                 diffed: {
                     let mut d: Vec<PageId> = push.values().flatten().copied().collect();
                     d.sort_unstable();
