@@ -1,7 +1,7 @@
-//! scope in a job of two nodes: at its barrier arrival a home sends the other node, unasked,
-//! the pages it wrote in the phase that the other node keeps fetching (a stencil's boundary
-//! rows), and the other node keeps such a copy through the barrier's write notices instead of
-//! fetching it again at the departure.
+//! sc-mw and scope in a job of two nodes: at its barrier arrival (scope: at the global
+//! barrier) a home sends the other node, unasked, the pages it wrote in the phase that the
+//! other node keeps fetching (a stencil's boundary rows), and the other node keeps such a copy
+//! (scope: through the barrier's write notices) instead of fetching it again at the departure.
 //!
 //! Why: the reader's fetch after the barrier (`refetch`, or a fault) asks a home that is
 //! computing again by then, whose engine must be woken beside the computing thread to answer
@@ -9,7 +9,7 @@
 //! nearly a round trip, on the critical path of the row the reader computes first). At the
 //! home's arrival its engine is awake and the page final for the phase.
 //!
-//! Why only two nodes: then every write notice the reader gets names a write of the home
+//! scope, why only two nodes: then every write notice the reader gets names a write of the home
 //! itself or of the reader, and everything the home tells the reader travels on one link
 //! (per-pair FIFO). The push leaves after the home's writes of the phase and before its
 //! barrier arrival, so at the departure the pushed copy holds every write the barrier's
@@ -19,6 +19,13 @@
 //! A notice that arrives after the push (a lock the home's threads released later) drops the
 //! copy as usual. With a third node, a notice could stand for its writes, which the pushed
 //! copy may lack.
+//!
+//! sc-mw (at every barrier, a job of two nodes): the home's flush has just invalidated the
+//! other node's copy (`Inval`), and the push follows on the same link, so the other node drops
+//! its old copy first and then installs the new one; the home counts it in the copyset again,
+//! so its next write invalidates it as usual. No notices to survive. A copy being written
+//! when invalidated sends its diff back with the acknowledgement (`pushed`): until a release
+//! has named that diff and the home has acknowledged it, no push replaces the copy.
 //!
 //! Which pages: a fetch by the reader gives the page a budget of [`PUSH_BUDGET`] pushes; each
 //! push uses one. A fetch after the budget ran out (the reader kept reading the page, and had
@@ -55,10 +62,10 @@ impl PushBudgets {
 }
 
 impl HomeMw {
-    /// Whether this node pushes and accepts pushes: scope in a job of two nodes, unless
+    /// Whether this node pushes and accepts pushes: in a job of two nodes, unless
     /// `SVM_PUSH=0`.
     pub(super) fn pushing(&self, ctx: &dyn Context) -> bool {
-        self.push && self.mode == Mode::Notices && ctx.nodes() == 2
+        self.push && ctx.nodes() == 2
     }
 
     /// Home side: the other node fetched `page`.
@@ -100,6 +107,10 @@ impl HomeMw {
             }
             b.0 -= 1;
             self.stats.pages_pushed += 1;
+            if self.mode == Mode::Eager {
+                // The other node holds a copy again: the next write here invalidates it.
+                self.copysets.entry(page).or_default().insert(other);
+            }
             out.push(Action::Send {
                 to: other,
                 msg: ProtoMsg::Push { page },
@@ -110,15 +121,17 @@ impl HomeMw {
 
     /// Reader side: the home pushed `page`. Installed as a read copy unless this node asked
     /// for the page (the grant is on its way), is writing it, or has diffs of it that the home
-    /// has not acknowledged (the pushed copy may lack them).
+    /// has not acknowledged (the pushed copy may lack them; sc-mw: also diffs that went back
+    /// with an invalidation's acknowledgement, `pushed`).
     pub(super) fn pushed_copy(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
         if !self.pushing(ctx) || ctx.home(page) == ctx.me() {
             return;
         }
-        let unacked = self
-            .flushes
-            .iter()
-            .any(|f| f.waiting > 0 && f.diffed.binary_search(&page).is_ok());
+        let unacked = self.pushed.contains(&page)
+            || self
+                .flushes
+                .iter()
+                .any(|f| f.waiting > 0 && f.diffed.binary_search(&page).is_ok());
         let np = self.page(page);
         if np.fetching || np.access == Access::Write || unacked {
             return;
@@ -128,6 +141,8 @@ impl HomeMw {
             access: Access::Read,
         });
         self.page(page).access = Access::Read;
-        self.fresh.insert(page);
+        if self.mode == Mode::Notices {
+            self.fresh.insert(page);
+        }
     }
 }

@@ -201,11 +201,12 @@ fn the_home_pushes_what_the_other_node_fetched_at_the_global_barrier() {
     msg(&mut h, 0, 2, 1, ProtoMsg::ReadReq { page: 5 });
     fault(&mut h, 0, 2, 5, Access::Write);
     assert!(pushes(&arrive(&mut h, 0, 2, false)).is_empty());
-    // Three nodes, sc-mw, or `SVM_PUSH=0`: no push.
+    // Three nodes, or `SVM_PUSH=0`: no push.
     for (mode, nodes, on) in [
         (Mode::Notices, 3, true),
-        (Mode::Eager, 2, true),
+        (Mode::Eager, 3, true),
         (Mode::Notices, 2, false),
+        (Mode::Eager, 2, false),
     ] {
         let mut h = HomeMw::new(mode);
         h.push = on;
@@ -268,4 +269,79 @@ fn a_pushed_copy_survives_the_next_global_barriers_notices_only() {
     let mut r = HomeMw::new(Mode::Notices);
     assert!(installs(&msg(&mut r, 1, 2, 0, ProtoMsg::Push { page: 105 })).is_empty());
     assert!(installs(&msg(&mut r, 1, 3, 0, push)).is_empty());
+}
+
+/// sc-mw, two nodes: at a barrier the home pushes the page it wrote after invalidating the
+/// other node's copy (same link, so the copy is dropped first) and counts the other node in
+/// the copyset again; the other node installs it, unless its own diff of the page went back
+/// with the invalidation's acknowledgement and the home may not have applied it yet.
+#[test]
+fn sc_mw_pushes_after_invalidating_and_the_reader_keeps_its_own_writes() {
+    let mut h = HomeMw::new(Mode::Eager);
+    msg(&mut h, 0, 2, 1, ProtoMsg::ReadReq { page: 5 });
+    fault(&mut h, 0, 2, 5, Access::Write);
+    let out = arrive(&mut h, 0, 2, false);
+    let inval = out
+        .iter()
+        .position(|a| {
+            matches!(
+                a,
+                Action::Send {
+                    msg: ProtoMsg::Inval { page: 5 },
+                    ..
+                }
+            )
+        })
+        .expect("invalidation");
+    let push = out
+        .iter()
+        .position(|a| {
+            matches!(
+                a,
+                Action::Send {
+                    msg: ProtoMsg::Push { page: 5 },
+                    ..
+                }
+            )
+        })
+        .expect("push");
+    let done = out
+        .iter()
+        .position(|a| matches!(a, Action::ReleaseDone { .. }))
+        .expect("released");
+    assert!(inval < push && push < done, "{out:?}");
+    // The other node is in the copyset again: the next write there invalidates it.
+    msg(&mut h, 0, 2, 1, ProtoMsg::InvalAck { page: 5 });
+    fault(&mut h, 0, 2, 5, Access::Write);
+    let out = arrive(&mut h, 0, 2, false);
+    assert!(out.iter().any(|a| matches!(
+        a,
+        Action::Send {
+            msg: ProtoMsg::Inval { page: 5 },
+            ..
+        }
+    )));
+
+    // Reader: a clean copy invalidated, then pushed: installed.
+    let mut r = HomeMw::new(Mode::Eager);
+    fault(&mut r, 1, 2, 5, Access::Read);
+    grant(&mut r, 1, 2, 5);
+    msg(&mut r, 1, 2, 0, ProtoMsg::Inval { page: 5 });
+    assert_eq!(
+        installs(&msg(&mut r, 1, 2, 0, ProtoMsg::Push { page: 5 })),
+        [5]
+    );
+    // A copy being written when invalidated: its diff goes back with the acknowledgement;
+    // until a release has named it and the home acknowledged that, no push replaces it.
+    fault(&mut r, 1, 2, 5, Access::Write);
+    msg(&mut r, 1, 2, 0, ProtoMsg::Inval { page: 5 });
+    assert!(installs(&msg(&mut r, 1, 2, 0, ProtoMsg::Push { page: 5 })).is_empty());
+    let mut out = Vec::new();
+    r.on_release(&ctx(1, 2), 9, &mut out);
+    assert!(installs(&msg(&mut r, 1, 2, 0, ProtoMsg::Push { page: 5 })).is_empty());
+    msg(&mut r, 1, 2, 0, ProtoMsg::DiffAck { token: 1, page: 5 });
+    assert_eq!(
+        installs(&msg(&mut r, 1, 2, 0, ProtoMsg::Push { page: 5 })),
+        [5]
+    );
 }

@@ -26,6 +26,17 @@ pub(super) struct Flush {
     pub(super) release: Option<(u64, Vec<PageId>)>,
 }
 
+/// What a flush pushes to the other node of a job of two nodes, once its writes are stopped
+/// (`push`).
+pub(super) enum PushAfter {
+    Nothing,
+    /// scope, at the global barrier: the pages among the arrival's notices this node is home
+    /// of.
+    Notices(Vec<PageId>),
+    /// sc-mw, at a barrier: the home pages this flush invalidated elsewhere.
+    WrittenHomePages,
+}
+
 impl Flush {
     /// One acknowledgement arrived: from a home (`DiffAck`) or for the local invalidations.
     pub(super) fn acked(&mut self) {
@@ -59,7 +70,7 @@ impl HomeMw {
         &mut self,
         ctx: &dyn Context,
         release: Option<(u64, Vec<PageId>)>,
-        push: &[PageId],
+        push: PushAfter,
         out: &mut Vec<Action>,
     ) {
         let id = self.next_flush;
@@ -83,8 +94,9 @@ impl HomeMw {
             batches.entry(ctx.home(p)).or_default().1.push(p);
         }
         let homes = batches.len() as u32;
-        // `pushed` pages went to their homes earlier, with an `InvalAck`.
-        let diffed: Vec<PageId> = dirty.iter().copied().collect();
+        // `pushed` pages went to their homes earlier, with an `InvalAck`: named here, they
+        // count as sent until this flush is acknowledged.
+        let diffed: Vec<PageId> = dirty.union(&pushed).copied().collect();
         for (home, (diffed, pushed)) in batches {
             self.stats.diffs_created += diffed.len() as u64;
             out.push(Action::SendDiffs {
@@ -97,8 +109,6 @@ impl HomeMw {
                 pages: diffed,
             });
         }
-        // After the writes were stopped, before the release leaves (`push`).
-        self.push_written(ctx, push, out);
         let release_waits_for_acks = ctx.nodes() > 2;
         let local = u32::from(self.mode == Mode::Eager && !dirty_home.is_empty());
         // Counted before `invalidate_others`: it may complete (and decrement) at once.
@@ -114,9 +124,16 @@ impl HomeMw {
             diffed,
             release,
         });
+        let written_home: Vec<PageId> = dirty_home.into_iter().collect();
         if local == 1 {
-            let pages: Vec<PageId> = dirty_home.into_iter().collect();
-            self.invalidate_others(ctx, &pages, ctx.me(), Reply::Local { id }, out);
+            self.invalidate_others(ctx, &written_home, ctx.me(), Reply::Local { id }, out);
+        }
+        // After the writes were stopped and the other copies invalidated, before the release
+        // leaves (`push`).
+        match push {
+            PushAfter::Nothing => {}
+            PushAfter::Notices(pages) => self.push_written(ctx, &pages, out),
+            PushAfter::WrittenHomePages => self.push_written(ctx, &written_home, out),
         }
         self.complete_flushes(out);
     }
@@ -154,7 +171,7 @@ impl HomeMw {
                 n
             }
         };
-        self.flush(ctx, Some((token, notices)), &[], out);
+        self.flush(ctx, Some((token, notices)), PushAfter::Nothing, out);
     }
 
     /// Nothing a barrier arrival would flush, wait for or hand over as notices.
@@ -193,12 +210,12 @@ impl HomeMw {
                 all.into_iter().collect()
             }
         };
-        let push = if all_nodes {
-            notices.clone()
-        } else {
-            Vec::new()
+        let push = match self.mode {
+            Mode::Notices if all_nodes => PushAfter::Notices(notices.clone()),
+            Mode::Notices => PushAfter::Nothing,
+            Mode::Eager => PushAfter::WrittenHomePages,
         };
-        self.flush(ctx, Some((token, notices)), &push, out);
+        self.flush(ctx, Some((token, notices)), push, out);
     }
 
     // ---------------------------------------------------------------- acquires
