@@ -484,9 +484,9 @@ impl Node {
     /// The shared-memory barrier (`use_host_barrier`): Some(result) when the barrier is done
     /// with, None when the caller must go through the message barrier — no slot for `id`, or
     /// some arrival of the episode had what only the message barrier carries: write notices
-    /// or flushes to wait for (a protocol that is not barrier-quiescent), or, at the global barrier,
-    /// lock and semaphore notices to collect. Then every participant goes through the message
-    /// barrier after this one, so all make the same choice.
+    /// or flushes to wait for (a protocol that is not barrier-quiescent), or, at the global
+    /// barrier, lock and semaphore notices to collect. Then every participant goes through
+    /// the message barrier after this one, so all make the same choice.
     fn host_barrier_wait(&self, id: u64, count: u32) -> Option<WaitResult> {
         use svm_comm::deck::sci::Arrival;
         let hb = self.host_barrier.get()?;
