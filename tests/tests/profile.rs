@@ -270,8 +270,20 @@ fn cvm_and_smi_allocation_sites_are_their_callers() {
     );
     let (out, v) = profiled(dir.path(), &[], &prog.exe, &[]);
     out.assert_passed("locks");
-    // cvm_alloc in main: lock-protected counters moving between the nodes.
-    let top = &v["top_remote_faults"][0];
+    // cvm_alloc in main: lock-protected counters moving between the nodes. The program's
+    // page with the most remote faults; the runtime's own pages (its task queues, a couple of
+    // faults each) may rank above it when the nodes seldom contend for the counters (often
+    // only 3 remote faults: one node takes its locks before the other starts).
+    let top = v["top_remote_faults"]
+        .as_array()
+        .and_then(|t| {
+            t.iter().find(|p| {
+                p["allocated_at"]
+                    .as_str()
+                    .is_some_and(|s| !s.starts_with("svm runtime"))
+            })
+        })
+        .unwrap_or_else(|| panic!("no page of the program among the top pages: {v:#}"));
     assert_eq!(top["allocated_at"], "main", "{v:#}");
     assert_eq!(top["class"], "migratory", "{v:#}");
     assert!(v["locks"].as_array().is_some_and(|l| l.len() >= 2), "{v:#}");
