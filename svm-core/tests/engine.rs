@@ -301,19 +301,26 @@ fn barrier_messages_sent(node: &Node) -> u64 {
         .sum()
 }
 
+/// Shared-memory barrier slots in a fresh file named after `what`, used by every node of
+/// `job`; the slots and the file's path (to remove at the end).
+fn use_host_barrier(job: &TestJob, what: &str) -> (HostBarrier, std::path::PathBuf) {
+    let path = std::env::temp_dir().join(format!(
+        "svm-engine-host-barrier-{what}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let hb = HostBarrier::in_new_file(&path).expect("barrier slots");
+    for node in &job.nodes {
+        node.use_host_barrier(hb.clone());
+    }
+    (hb, path)
+}
+
 #[test]
 fn shared_memory_barriers_exchange_values_refuse_a_wrong_count_and_carry_notices_by_message() {
     for proto in PROTOCOLS {
         let job = start_job(2, proto, FailureMode::EndJob);
-        let path = std::env::temp_dir().join(format!(
-            "svm-engine-host-barrier-{proto}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&path);
-        let hb = HostBarrier::in_new_file(&path).expect("barrier slots");
-        for node in &job.nodes {
-            node.use_host_barrier(hb.clone());
-        }
+        let (hb, path) = use_host_barrier(&job, proto);
         // One page homed at node 0; each node writes its own word of it.
         let page = job.nodes[0].space.alloc_local(4096).expect("allocation");
         job.run(|node, mem| {
@@ -373,15 +380,7 @@ fn shared_memory_barriers_exchange_values_refuse_a_wrong_count_and_carry_notices
 #[test]
 fn a_write_released_under_a_lock_is_announced_at_the_next_shared_memory_barrier() {
     let job = start_job(2, "scope", FailureMode::EndJob);
-    let path = std::env::temp_dir().join(format!(
-        "svm-engine-host-barrier-lock-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    let hb = HostBarrier::in_new_file(&path).expect("barrier slots");
-    for node in &job.nodes {
-        node.use_host_barrier(hb.clone());
-    }
+    let (_hb, path) = use_host_barrier(&job, "lock");
     let page = job.nodes[0].space.alloc_local(4096).expect("allocation");
     job.run(|node, mem| {
         for round in 1..=3u64 {

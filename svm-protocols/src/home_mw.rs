@@ -58,7 +58,7 @@ struct NodePage {
     /// again.
     stale_fetch: bool,
     /// Fetches of the page at barrier departures after it was invalidated (`refetch`).
-    refetch: refetch::Refetch,
+    refetch: refetch::Budget,
 }
 
 /// Who waits for the invalidations a home started.

@@ -36,6 +36,7 @@ use std::collections::HashMap;
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
 
+use super::refetch::Budget;
 use super::{HomeMw, Mode};
 
 /// Pushes a fetch earns, at first.
@@ -47,8 +48,7 @@ pub(super) const PUSH_BUDGET_MAX: u8 = 128;
 /// Home side: the other node's push budget of each page this node is home of.
 #[derive(Debug, Default)]
 pub(super) struct PushBudgets {
-    /// page → (pushes left, what the next fetch earns)
-    pages: HashMap<PageId, (u8, u8)>,
+    pages: HashMap<PageId, Budget>,
 }
 
 impl PushBudgets {
@@ -57,7 +57,7 @@ impl PushBudgets {
     }
 
     pub(super) fn left(&self, page: PageId) -> u8 {
-        self.pages.get(&page).map_or(0, |b| b.0)
+        self.pages.get(&page).map_or(0, Budget::left)
     }
 }
 
@@ -74,12 +74,7 @@ impl HomeMw {
             return;
         }
         let b = self.push_budgets.pages.entry(page).or_default();
-        b.1 = match b.1 {
-            0 => PUSH_BUDGET,
-            n if b.0 == 0 => n.saturating_mul(2).min(PUSH_BUDGET_MAX),
-            n => n,
-        };
-        b.0 = b.1;
+        b.earn(PUSH_BUDGET, PUSH_BUDGET_MAX);
     }
 
     /// Home side, at this node's barrier arrival (after its writes were stopped, before the
@@ -99,13 +94,14 @@ impl HomeMw {
             if ctx.home(page) != me {
                 continue;
             }
-            let Some(b) = self.push_budgets.pages.get_mut(&page) else {
-                continue;
-            };
-            if b.0 == 0 {
+            if !self
+                .push_budgets
+                .pages
+                .get_mut(&page)
+                .is_some_and(Budget::take)
+            {
                 continue;
             }
-            b.0 -= 1;
             self.stats.pages_pushed += 1;
             if self.mode == Mode::Eager {
                 // The other node holds a copy again: the next write here invalidates it.

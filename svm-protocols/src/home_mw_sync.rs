@@ -14,10 +14,8 @@ pub(super) struct Flush {
     pub(super) id: u64,
     /// Acknowledgements still missing (one per home messaged, one for local invalidations).
     pub(super) waiting: u32,
-    /// Of those, the ones this flush's release and every later one wait for: all of them,
-    /// except in a job of two nodes, where none is needed (see [`HomeMw::flush`]).
-    release_waiting: u32,
-    /// Whether the acknowledgements count in `release_waiting`.
+    /// Whether this flush's release and every later one wait for them: yes, except in a job
+    /// of two nodes (see [`HomeMw::flush`]).
     release_waits_for_acks: bool,
     /// The pages whose diffs it sent, sorted (`push`: a pushed copy may lack them).
     pub(super) diffed: Vec<PageId>,
@@ -38,12 +36,31 @@ pub(super) enum PushAfter {
 }
 
 impl Flush {
+    /// A flush waiting for `waiting` acknowledgements, of the pages `diffed` (sorted).
+    fn new(
+        ctx: &dyn Context,
+        id: u64,
+        waiting: u32,
+        diffed: Vec<PageId>,
+        release: Option<(u64, Vec<PageId>)>,
+    ) -> Self {
+        Flush {
+            id,
+            waiting,
+            release_waits_for_acks: ctx.nodes() > 2,
+            diffed,
+            release,
+        }
+    }
+
     /// One acknowledgement arrived: from a home (`DiffAck`) or for the local invalidations.
     pub(super) fn acked(&mut self) {
         self.waiting = self.waiting.saturating_sub(1);
-        if self.release_waits_for_acks {
-            self.release_waiting = self.release_waiting.saturating_sub(1);
-        }
+    }
+
+    /// Whether this flush holds back its release and every later one.
+    fn holds_releases(&self) -> bool {
+        self.release_waits_for_acks && self.waiting > 0
     }
 }
 
@@ -109,21 +126,10 @@ impl HomeMw {
                 pages: diffed,
             });
         }
-        let release_waits_for_acks = ctx.nodes() > 2;
         let local = u32::from(self.mode == Mode::Eager && !dirty_home.is_empty());
         // Counted before `invalidate_others`: it may complete (and decrement) at once.
-        self.flushes.push_back(Flush {
-            id,
-            waiting: homes + local,
-            release_waiting: if release_waits_for_acks {
-                homes + local
-            } else {
-                0
-            },
-            release_waits_for_acks,
-            diffed,
-            release,
-        });
+        let flush = Flush::new(ctx, id, homes + local, diffed, release);
+        self.flushes.push_back(flush);
         let written_home: Vec<PageId> = dirty_home.into_iter().collect();
         if local == 1 {
             self.invalidate_others(ctx, &written_home, ctx.me(), Reply::Local { id }, out);
@@ -142,7 +148,7 @@ impl HomeMw {
     /// acknowledgement a release needs, and forgets the flushes that wait for none at all.
     pub(super) fn complete_flushes(&mut self, out: &mut Vec<Action>) {
         for f in self.flushes.iter_mut() {
-            if f.release_waiting > 0 {
+            if f.holds_releases() {
                 break;
             }
             if let Some((token, notices)) = f.release.take() {
@@ -297,20 +303,10 @@ impl HomeMw {
             self.next_flush += 1;
             // The next release waits for these acknowledgements (its notices name the pages),
             // except in a job of two nodes (see `flush`).
-            let homes = push.len() as u32;
-            let release_waits_for_acks = ctx.nodes() > 2;
-            self.flushes.push_back(Flush {
-                id,
-                waiting: homes,
-                release_waiting: if release_waits_for_acks { homes } else { 0 },
-                release_waits_for_acks,
-                diffed: {
-                    let mut d: Vec<PageId> = push.values().flatten().copied().collect();
-                    d.sort_unstable();
-                    d
-                },
-                release: None,
-            });
+            let mut diffed: Vec<PageId> = push.values().flatten().copied().collect();
+            diffed.sort_unstable();
+            let flush = Flush::new(ctx, id, push.len() as u32, diffed, None);
+            self.flushes.push_back(flush);
             for (home, pages) in push {
                 self.stats.diffs_created += pages.len() as u64;
                 out.push(Action::SendDiffs {

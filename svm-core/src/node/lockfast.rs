@@ -59,9 +59,17 @@ impl Node {
     /// Records for the fast path whether every protocol is quiescent, and returns it; and
     /// for the shared-memory barrier whether every protocol is barrier-quiescent.
     pub(super) fn record_quiescence(&self, st: &EngineState) -> bool {
-        let quiet = st.protocols.iter().flatten().all(|p| p.quiescent());
+        // One pass (this runs after every step): a protocol that is not quiescent is not
+        // barrier-quiescent either.
+        let (mut quiet, mut barrier_quiet) = (true, true);
+        for p in st.protocols.iter().flatten() {
+            if !p.quiescent() {
+                (quiet, barrier_quiet) = (false, false);
+                break;
+            }
+            barrier_quiet &= p.barrier_quiescent();
+        }
         self.proto_dirty.store(!quiet, Ordering::SeqCst);
-        let barrier_quiet = quiet && st.protocols.iter().flatten().all(|p| p.barrier_quiescent());
         self.barrier_dirty.store(!barrier_quiet, Ordering::SeqCst);
         quiet
     }
