@@ -14,7 +14,7 @@
 //!
 //! For a page whose home is this node, the node reads and writes the master copy directly (no
 //! twin, no fetch); a write marks it dirty, and the release lowers it to read-only again so the
-//! next write is seen.
+//! next write is seen (a page written after every release stays writable: `home_mw_sticky.rs`).
 //!
 //! Home side: `Diffs` are applied to the master copy (`ApplyIncomingDiffs`) and acknowledged
 //! with `DiffAck` (in sc-mw only after invalidating every other copy).
@@ -30,6 +30,8 @@ use crate::scan_ahead::ScanAhead;
 mod push;
 #[path = "home_mw_refetch.rs"]
 mod refetch;
+#[path = "home_mw_sticky.rs"]
+mod sticky;
 #[path = "home_mw_sync.rs"]
 mod sync;
 
@@ -88,8 +90,10 @@ pub(crate) struct HomeMw {
     pages: HashMap<PageId, NodePage>,
     /// Remote pages with a twin (written since their last flush).
     dirty: BTreeSet<PageId>,
-    /// Own (home) pages written since the last release.
+    /// Own (home) pages written since the last release (and the sticky ones: `sticky`).
     dirty_home: BTreeSet<PageId>,
+    /// Served home pages kept writable across releases and counted as written at each.
+    sticky: sticky::Sticky,
     /// sc-mw: remote pages whose diffs went to their home early (with an `InvalAck`); the next
     /// release names them in its `Diffs` so the home invalidates the other copies then.
     pushed: BTreeSet<PageId>,
@@ -148,6 +152,7 @@ impl HomeMw {
             pages: HashMap::new(),
             dirty: BTreeSet::new(),
             dirty_home: BTreeSet::new(),
+            sticky: Default::default(),
             pushed: BTreeSet::new(),
             flushes: VecDeque::new(),
             next_flush: 1,
@@ -189,12 +194,19 @@ impl HomeMw {
     }
 
     /// Remembers a write for the write notices (scope).
-    fn note_write(&mut self, page: PageId) {
+    pub(super) fn note_write(&mut self, page: PageId) {
         if self.mode == Mode::Notices {
             self.since_release.insert(page);
             self.since_barrier.insert(page);
             self.since_all_nodes.insert(page);
         }
+    }
+
+    /// A write fault (or write-ahead) made home page `page` writable.
+    fn home_written(&mut self, page: PageId) {
+        self.dirty_home.insert(page);
+        self.note_write(page);
+        self.sticky.wrote(page);
     }
 
     /// A remote page with a valid read-only copy becomes writable: twin first.
@@ -225,8 +237,7 @@ impl HomeMw {
                 && pages.get(&q).is_some_and(|np| np.access == Access::Read)
         });
         for q in run {
-            self.dirty_home.insert(q);
-            self.note_write(q);
+            self.home_written(q);
             self.set_access(q, Access::Write, out);
             self.stats.pages_written_ahead += 1;
         }
@@ -283,15 +294,13 @@ impl HomeMw {
                     self.set_access(q, Access::Write, out);
                 }
                 if access == Access::Write {
-                    self.dirty_home.insert(page);
-                    self.note_write(page);
+                    self.home_written(page);
                 }
                 return;
             }
             // The master copy is here: no fetch, no twin.
             if access == Access::Write {
-                self.dirty_home.insert(page);
-                self.note_write(page);
+                self.home_written(page);
             }
             self.set_access(page, access, out);
             if access == Access::Write {
@@ -559,6 +568,7 @@ impl HomeMw {
         self.pages.retain(|p, _| !gone(p));
         self.dirty.retain(|p| !gone(p));
         self.dirty_home.retain(|p| !gone(p));
+        self.sticky.forget(&pages);
         self.pushed.retain(|p| !gone(p));
         self.copysets.retain(|p, _| !gone(p));
         self.inval_pending.retain(|(p, _), _| !gone(p));
@@ -586,13 +596,14 @@ impl HomeMw {
     pub(crate) fn describe(&self, name: &str, page: PageId) -> String {
         let local = match self.pages.get(&page) {
             Some(np) => format!(
-                "access {:?}, fetching: {}, want write: {}, stale fetch: {}, twin: {}, dirty home page: {}, pushed: {}",
+                "access {:?}, fetching: {}, want write: {}, stale fetch: {}, twin: {}, dirty home page: {}, sticky: {}, pushed: {}",
                 np.access,
                 np.fetching,
                 np.want_write,
                 np.stale_fetch,
                 self.dirty.contains(&page),
                 self.dirty_home.contains(&page),
+                self.sticky.contains(page),
                 self.pushed.contains(&page)
             ),
             None => "untouched here".to_string(),

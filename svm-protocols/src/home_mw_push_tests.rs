@@ -1,8 +1,10 @@
 //! Unit tests of what the home-based protocols do differently in a job of two nodes: releases
 //! that do not wait for the home's acknowledgement, and scope's pushes at the global barrier
-//! (`home_mw_push.rs`), driven without a cluster.
+//! (`home_mw_push.rs`); and of the home pages that stay writable across releases
+//! (`home_mw_sticky.rs`); driven without a cluster.
 
 use super::push::{PUSH_BUDGET, PUSH_BUDGET_MAX};
+use super::sticky::STICKY_RELEASES;
 use super::*;
 use svm_core::protocol::StaticContext;
 
@@ -193,6 +195,9 @@ fn the_home_pushes_what_the_other_node_fetched_at_the_global_barrier() {
             pushes(&arrive(&mut h, 0, 2, true)).is_empty(),
             "round {round}"
         );
+        // A phase without a write, so the next one's write is seen again (a page written in
+        // two phases in a row stays writable: `home_mw_sticky.rs`).
+        assert!(pushes(&arrive(&mut h, 0, 2, true)).is_empty());
         // The other node had to fetch it again: twice the budget.
         budget = (budget * 2).min(PUSH_BUDGET_MAX as usize);
     }
@@ -344,4 +349,99 @@ fn sc_mw_pushes_after_invalidating_and_the_reader_keeps_its_own_writes() {
         installs(&msg(&mut r, 1, 2, 0, ProtoMsg::Push { page: 5 })),
         [5]
     );
+}
+
+fn lowered(out: &[Action], page: PageId) -> bool {
+    out.iter()
+        .any(|a| matches!(a, Action::SetAccess { page: p, access: Access::Read } if *p == page))
+}
+
+fn notices(out: &[Action]) -> Vec<PageId> {
+    out.iter()
+        .find_map(|a| match a {
+            Action::ReleaseDone { notices, .. } => Some(notices.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn invalidated(out: &[Action]) -> Vec<PageId> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                msg: ProtoMsg::Inval { page },
+                ..
+            } => Some(*page),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A home page another node fetched, written in two intervals in a row, stays writable at
+/// the releases that follow, each of which announces it as written (scope: its notices; sc-mw:
+/// the invalidation of the other copies), for `STICKY_RELEASES` releases; then it is lowered
+/// again, and a release after an interval without a write names nothing. A page written in
+/// every second interval only is lowered at every release.
+#[test]
+fn a_home_page_written_after_every_release_stays_writable_and_announced() {
+    for (mode, nodes) in [
+        (Mode::Notices, 2),
+        (Mode::Notices, 3),
+        (Mode::Eager, 2),
+        (Mode::Eager, 3),
+    ] {
+        let case = format!("{mode:?}, {nodes} nodes");
+        let mut h = HomeMw::new(mode);
+        h.push = false;
+        let fetch = |h: &mut HomeMw| msg(h, 0, nodes, 1, ProtoMsg::ReadReq { page: 5 });
+        // Announced at a release: named (scope), the other copy invalidated (sc-mw).
+        let announced = |out: &[Action]| match mode {
+            Mode::Notices => notices(out) == [5],
+            Mode::Eager => invalidated(out) == [5],
+        };
+        fetch(&mut h);
+        assert!(!fault(&mut h, 0, nodes, 5, Access::Write).is_empty());
+        let out = arrive(&mut h, 0, nodes, true);
+        assert!(lowered(&out, 5) && announced(&out), "{case}: {out:?}");
+        // Written again in the next interval: kept writable from this release on.
+        fetch(&mut h);
+        assert!(!fault(&mut h, 0, nodes, 5, Access::Write).is_empty());
+        let out = arrive(&mut h, 0, nodes, true);
+        assert!(!lowered(&out, 5) && announced(&out), "{case}: {out:?}");
+        assert!(
+            !h.quiescent(),
+            "{case}: a sticky page is a write to announce"
+        );
+        for i in 1..STICKY_RELEASES {
+            // No write fault can be seen; every release announces the page all the same.
+            fetch(&mut h);
+            let out = arrive(&mut h, 0, nodes, true);
+            assert!(
+                !lowered(&out, 5) && announced(&out),
+                "{case}, release {i}: {out:?}"
+            );
+        }
+        fetch(&mut h);
+        let out = arrive(&mut h, 0, nodes, true);
+        assert!(
+            lowered(&out, 5) && announced(&out),
+            "{case}: ran out: {out:?}"
+        );
+        // Not written since: nothing to announce.
+        fetch(&mut h);
+        let out = arrive(&mut h, 0, nodes, true);
+        assert!(!announced(&out) && !lowered(&out, 5), "{case}: {out:?}");
+        // Written in every second interval: lowered at every release.
+        for round in 0..3 {
+            fetch(&mut h);
+            assert!(!fault(&mut h, 0, nodes, 5, Access::Write).is_empty());
+            let out = arrive(&mut h, 0, nodes, true);
+            assert!(
+                lowered(&out, 5) && announced(&out),
+                "{case}, {round}: {out:?}"
+            );
+            let out = arrive(&mut h, 0, nodes, true);
+            assert!(!announced(&out), "{case}, {round}: {out:?}");
+        }
+    }
 }

@@ -99,9 +99,14 @@ impl HomeMw {
             .into_iter()
             .filter(|p| self.served.contains(p))
             .collect();
+        // Home pages written after every release stay writable and count as written at the
+        // next release too (`home_mw_sticky.rs`).
+        let sticky = self.sticky.at_release(&dirty_home);
         // Stop writers first: the diffs and the home's invalidations must see final contents.
         for &p in dirty.iter().chain(&dirty_home) {
-            self.set_access(p, Access::Read, out);
+            if sticky.binary_search(&p).is_err() {
+                self.set_access(p, Access::Read, out);
+            }
         }
         let mut batches: BTreeMap<NodeId, (Vec<PageId>, Vec<PageId>)> = BTreeMap::new();
         for &p in &dirty {
@@ -140,6 +145,10 @@ impl HomeMw {
             PushAfter::Nothing => {}
             PushAfter::Notices(pages) => self.push_written(ctx, &pages, out),
             PushAfter::WrittenHomePages => self.push_written(ctx, &written_home, out),
+        }
+        for p in sticky {
+            self.dirty_home.insert(p);
+            self.note_write(p);
         }
         self.complete_flushes(out);
     }
