@@ -342,6 +342,9 @@ pub extern "C" fn SMI_Signal_send(rank: c_int) -> c_int {
     entry("SMI_Signal_send", || {
         let s = smi()?;
         let rank = signal_rank(rank, false);
+        // A synchronisation point: what this process stored before the signal is visible to
+        // its receiver (see `send`).
+        s.release()?;
         if rank == SIGNAL_BCAST {
             for p in (0..s.n).filter(|p| *p != s.me) {
                 sv(api::send_message(p, TAG_SIGNAL, &[]))?;
@@ -483,6 +486,15 @@ unsafe fn send(s: &Smi, buf: usize, count: c_int, dest: c_int) -> Res {
     // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
     // `# Safety`) makes each NULL or valid for this access.
     let data = unsafe { ffi::bytes_from(buf, len) }.ok_or(SMI_ERR_PARAM)?;
+    // A synchronisation point, as on SCI, where this process's stores had reached the receiver
+    // by the time a message or signal did: a release first, so under `sc-mw` the other copies
+    // of the pages it wrote are invalidated before the message arrives (the invalidations
+    // travel ahead of it on the same link, or the release waits for them). Without it, a
+    // receiver that answers with plain stores to a page the sender holds (MP-MPICH's `put`:
+    // the owner clears its buffer, signals, the sender copies the same data again) left the
+    // sender's stale copy in place, and the sender's next copy, equal to that copy, sent no
+    // diff. `sc-sw` invalidates at the store anyway; the release ends its holds.
+    s.release()?;
     sv(api::send_message(p, TAG_MSG, &data))
 }
 

@@ -132,6 +132,28 @@ fn messages_signals_timers() {
     run_everywhere("msg", &[]);
 }
 
+/// A buffer handed back and forth by signals and messages, written with plain stores and
+/// copies on both sides (the shape of MP-MPICH's `put`): a signal or message is a release, so
+/// the receiver reads what the sender stored, under `sc-mw` too.
+#[test]
+fn a_buffer_handed_over_by_signals_and_messages() {
+    let name = "handoff";
+    let scratch = SMI.scratch(name);
+    let prog = build(name, &scratch);
+    for protocol in ["sc-sw", "sc-mw"] {
+        prog.run_matrix(
+            &[1, 2, 3],
+            &FAULTS,
+            |_| Vec::new(),
+            &[("SVM_PROTOCOL", protocol)],
+            |n, out| {
+                out.assert_passed(name);
+                assert!(!out.stderr.contains("FAIL"), "{protocol}, {n} nodes: {out}");
+            },
+        );
+    }
+}
+
 /// FRAGMENTED address arrays, UNDIVIDED size 0 on non-owners, recursive mutex locks,
 /// `rank | SMI_SIGNAL_ANY`, loop restarts after SMI_LOOP_READY, polling a flag without SMI
 /// calls, SMI_SHM_REGISTER, 1024 LOCAL regions (issue 10).
