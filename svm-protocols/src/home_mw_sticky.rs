@@ -9,14 +9,15 @@
 //! the fault's detection, on a sweep of ~200 µs).
 //!
 //! So a served home page whose writes the home saw (by a write fault) both in the interval
-//! that a release ends and in the one before is kept writable at that release and for the next [`STICKY_RELEASES`] releases, and
-//! each of them treats it as written: it names it (scope) or invalidates the other copies
-//! (sc-mw) as after a real write, so no write can go unannounced. What this costs is the
-//! announcements of intervals in which the home did not write it: at most
-//! [`STICKY_RELEASES`] after the home stopped writing it, after which the page is lowered to
-//! read-only again as before: if the home still writes it, two write faults in the next two
-//! intervals make it sticky again (two faults per [`STICKY_RELEASES`] + 2 releases); a page
-//! written in every second interval only, or once in a while, never stays writable.
+//! that a release ends and in the one before is kept writable at that release and for the
+//! next [`STICKY_RELEASES`] releases, and each of them treats it as written: it names it
+//! (scope) or invalidates the other copies (sc-mw) as after a real write, so no write can go
+//! unannounced. What this costs is the announcements of intervals in which the home did not
+//! write it: at most [`STICKY_RELEASES`] after the home stopped writing it, after which the
+//! page is lowered to read-only again as before. If the home still writes it, two write faults
+//! in the next two intervals make it sticky again (two faults per [`STICKY_RELEASES`] + 2
+//! releases); a page written in every second interval only, or once in a while, never stays
+//! writable.
 
 use std::collections::{BTreeSet, HashMap};
 
