@@ -156,20 +156,23 @@ impl Baseline {
     }
 }
 
-/// `runs` sequential runs of `app`: the values (all equal, or an error) and the best time.
-fn seq_runs(
+/// `runs` runs of `app` in private memory, with `extra` arguments (`--seq`, `--threads 2`):
+/// the values (all equal, or an error) and the best time.
+fn private_runs(
     prog: &Path,
     app: &AppSpec,
+    extra: &[&str],
     deadline: Duration,
     runs: usize,
 ) -> Result<(Vec<(String, String)>, f64), String> {
-    let (values, mut best) = seq_run(prog, app, deadline)?;
+    let (values, mut best) = private_run(prog, app, extra, deadline)?;
     for _ in 1..runs {
-        let (v, t) = seq_run(prog, app, deadline)?;
+        let (v, t) = private_run(prog, app, extra, deadline)?;
         if v != values {
             return Err(format!(
-                "{}: sequential runs disagree: {} and {}",
+                "{} {}: runs disagree: {} and {}",
                 app.name,
+                extra.join(" "),
                 fmt_vals(&values),
                 fmt_vals(&v)
             ));
@@ -179,23 +182,98 @@ fn seq_runs(
     Ok((values, best))
 }
 
-fn seq_run(
+fn private_run(
     prog: &Path,
     app: &AppSpec,
+    extra: &[&str],
     deadline: Duration,
 ) -> Result<(Vec<(String, String)>, f64), String> {
     let mut c = Command::new(prog);
-    c.args(&app.args).args(&app.seq_args);
+    c.args(&app.args).args(extra);
     let r = util::run_with_deadline(c, deadline);
     if !r.ok {
         return Err(format!(
-            "{} sequential run failed ({}): {}",
+            "{} {} failed ({}): {}",
             app.name,
+            extra.join(" "),
             r.status,
             util::tail(&r.stderr, 5)
         ));
     }
     parse_result(app, &r.stdout)
+}
+
+/// Laplace at 2 nodes against two threads of one process in private memory
+/// (`laplace … --threads 2`, best of `cfg.runs`), which meet at the same two barriers per
+/// iteration: section text and headline.
+fn laplace_threads(
+    cfg: &Cfg,
+    progs: &[PathBuf],
+    baselines: &[Baseline],
+    points: &[Point],
+    failures: &mut Vec<String>,
+) -> (String, Vec<String>) {
+    let Some((i, app)) = cfg
+        .apps
+        .iter()
+        .enumerate()
+        .find(|(_, a)| a.name == "laplace")
+    else {
+        return (String::new(), Vec::new());
+    };
+    let two = match private_runs(&progs[i], app, &["--threads", "2"], cfg.deadline, cfg.runs) {
+        Ok((v, t)) if baselines.get(i).is_some_and(|b| b.values == v) => t,
+        Ok((v, _)) => {
+            failures.push(format!("laplace --threads 2 gave {}", fmt_vals(&v)));
+            return (String::new(), Vec::new());
+        }
+        Err(e) => {
+            failures.push(e);
+            return (String::new(), Vec::new());
+        }
+    };
+    eprintln!(
+        "apps: laplace 2 threads (private memory): {} s",
+        num(Some(two))
+    );
+    let seq = baselines.get(i).and_then(Baseline::time);
+    let best = points
+        .iter()
+        .filter(|p| p.app == "laplace" && p.nodes == 2 && p.verified)
+        .filter_map(|p| p.time_s.map(|t| (t, p.variant.clone())))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let mut tab = Table::new([
+        "two threads s (best)",
+        "speedup of two threads",
+        "best at 2 nodes",
+        "2 nodes s",
+        "× two threads",
+    ]);
+    let ratio = best.as_ref().map(|b| b.0 / two);
+    tab.row([
+        num(Some(two)),
+        num(seq.map(|s| s / two)),
+        best.as_ref().map_or("-".into(), |b| b.1.clone()),
+        num(best.as_ref().map(|b| b.0)),
+        num(ratio),
+    ]);
+    let md = format!(
+        "## Laplace against pthreads\n\n`examples/laplace {} --threads 2`: two threads of one process in private \
+         memory, each with the row block of a node and its halo rows, meeting at a `std::sync::Barrier` twice per \
+         iteration like the nodes (best of {}; its checksum and iteration count equal the sequential run's). On a \
+         host where waking a thread on another CPU is slow, two threads gain little over one: that bounds what \
+         two nodes can reach.\n\n{}\n",
+        app.args.join(" "),
+        cfg.runs,
+        tab.render()
+    );
+    let headline = vec![format!(
+        "laplace at 2 nodes ({}): {} × two pthreads (whose speedup over sequential is {})",
+        best.as_ref().map_or("-", |b| b.1.as_str()),
+        num(ratio),
+        num(seq.map(|s| s / two))
+    )];
+    (md, headline)
 }
 
 fn parse_result(app: &AppSpec, out: &str) -> Result<(Vec<(String, String)>, f64), String> {
@@ -230,7 +308,7 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
             values: Vec::new(),
             times: Vec::new(),
         };
-        match seq_runs(p, a, cfg.deadline, cfg.runs) {
+        match private_runs(p, a, &a.seq_args, cfg.deadline, cfg.runs) {
             Ok((v, t)) => {
                 eprintln!(
                     "apps: {:<10} sequential baseline: {} s ({})",
@@ -359,7 +437,7 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
         if b.values.is_empty() {
             continue;
         }
-        match seq_runs(p, a, cfg.deadline, cfg.runs) {
+        match private_runs(p, a, &a.seq_args, cfg.deadline, cfg.runs) {
             Ok((v, t)) if v == b.values => {
                 eprintln!(
                     "apps: {:<10} sequential baseline again: {} s",
@@ -384,6 +462,7 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
             }
         }
     }
+    let (lap_md, lap_headline) = laplace_threads(&cfg, &progs, &baselines, &points, &mut failures);
     let jac = crate::memory::jacobi_threads(level, &svmrun);
     failures.extend(jac.failures.iter().cloned());
     let headline = write_report(
@@ -395,8 +474,9 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
         &failures,
         t_start.elapsed().as_secs_f64(),
     )?;
+    append(&out.join("apps.md"), &lap_md)?;
     append(&out.join("apps.md"), &jac.md)?;
-    for l in headline.iter().chain(&jac.headline) {
+    for l in headline.iter().chain(&lap_headline).chain(&jac.headline) {
         println!("apps: {l}");
     }
     let verified = points.iter().filter(|p| p.verified).count();

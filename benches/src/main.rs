@@ -73,8 +73,9 @@ enum Cmd {
     /// 0–62 B and 64 B–8 KiB, bandwidth 1 KiB–16 MiB → deck.md + deck_*.svg.
     Deck(Common),
     /// Mandelbrot (DSM and DECK master/slave), Laplace red-black, Jacobi, sparse mat-vec at 1, 2, 4
-    /// nodes for every DSM protocol, against the sequential baseline; Jacobi at 2 and 4 nodes over
-    /// TCP and DECK against 2 and 4 pthreads in private memory → apps.md + apps_*.svg.
+    /// nodes for every DSM protocol, against the sequential baseline; Laplace at 2 nodes against 2
+    /// threads, Jacobi at 2 and 4 nodes over TCP and DECK against 2 and 4 pthreads, in private
+    /// memory → apps.md + apps_*.svg.
     Apps {
         #[command(flatten)]
         common: Common,

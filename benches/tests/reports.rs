@@ -88,6 +88,8 @@ fn apps_tiny_writes_verified_report() {
         "## Mandelbrot: time (s) vs number of slices",
         "## All runs",
         "| app | variant | slices | nodes | time s | speedup | verified |",
+        "## Laplace against pthreads",
+        "| two threads s (best) | speedup of two threads | best at 2 nodes | 2 nodes s | × two threads |",
         " 0 failures",
     ] {
         assert!(md.contains(h), "apps.md lacks {h:?}:\n{md}");

@@ -163,7 +163,7 @@ fn sequential(n: usize, iters: usize) -> Vec<f64> {
 /// rows is never overwritten), meets the others at a barrier and copies its neighbours' edge
 /// rows into its halos. Returns the final grid and the seconds of the iteration loop.
 fn threaded(n: usize, iters: usize, t: usize) -> Result<(Vec<f64>, f64), String> {
-    use std::sync::{Barrier, Mutex};
+    use std::sync::Mutex;
     if n < t {
         return Err(format!("N={n} is smaller than the number of threads ({t})"));
     }
@@ -171,73 +171,54 @@ fn threaded(n: usize, iters: usize, t: usize) -> Result<(Vec<f64>, f64), String>
     let slots: Vec<[Edges; 2]> = (0..t)
         .map(|_| [Mutex::new((vec![], vec![])), Mutex::new((vec![], vec![]))])
         .collect();
-    let barrier = Barrier::new(t);
-    let t0 = Mutex::new(None::<Instant>);
-    let blocks: Vec<Vec<f64>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..t)
-            .map(|k| {
-                let (slots, barrier, t0) = (&slots, &barrier, &t0);
-                s.spawn(move || {
-                    let rows = block(k, t, n);
-                    // Local rows lo..hi: the block and its halos.
-                    let lo = rows.start.saturating_sub(1);
-                    let hi = (rows.end + 1).min(n);
-                    let mut old = vec![0.0f64; (hi - lo) * n];
-                    if lo == 0 {
-                        old[..n].fill(TOP);
-                    }
-                    let mut new = old.clone();
-                    let inner = rows.start.max(1)..rows.end.min(n - 1);
-                    let publish = |grid: &[f64], parity: usize| {
-                        let first = grid[(rows.start - lo) * n..(rows.start - lo + 1) * n].to_vec();
-                        let last = grid[(rows.end - 1 - lo) * n..(rows.end - lo) * n].to_vec();
-                        *slots[k][parity].lock().unwrap_or_else(|p| p.into_inner()) = (first, last);
-                    };
-                    if barrier.wait().is_leader() {
-                        *t0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-                    }
-                    for it in 0..iters {
-                        let (o, w) = (as_cells(&mut old), as_cells(&mut new));
-                        for r in inner.clone() {
-                            let l = r - lo;
-                            relax_row(
-                                &o[(l - 1) * n..l * n],
-                                &o[l * n..(l + 1) * n],
-                                &o[(l + 1) * n..(l + 2) * n],
-                                &w[l * n..(l + 1) * n],
-                            );
-                        }
-                        let parity = it % 2;
-                        publish(&new, parity);
-                        barrier.wait();
-                        if k > 0 {
-                            let e = slots[k - 1][parity]
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner());
-                            new[..n].copy_from_slice(&e.1);
-                        }
-                        if k + 1 < t {
-                            let e = slots[k + 1][parity]
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner());
-                            let l = rows.end - lo;
-                            new[l * n..(l + 1) * n].copy_from_slice(&e.0);
-                        }
-                        std::mem::swap(&mut old, &mut new);
-                    }
-                    old[(rows.start - lo) * n..(rows.end - lo) * n].to_vec()
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    let start = t0
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .ok_or("no thread started")?;
-    let time_s = start.elapsed().as_secs_f64();
+    let (blocks, time_s) = row_grid::on_threads(t, |k, barrier, start| {
+        let rows = block(k, t, n);
+        // Local rows lo..hi: the block and its halos.
+        let lo = rows.start.saturating_sub(1);
+        let hi = (rows.end + 1).min(n);
+        let mut old = vec![0.0f64; (hi - lo) * n];
+        if lo == 0 {
+            old[..n].fill(TOP);
+        }
+        let mut new = old.clone();
+        let inner = rows.start.max(1)..rows.end.min(n - 1);
+        let publish = |grid: &[f64], parity: usize| {
+            let first = grid[(rows.start - lo) * n..(rows.start - lo + 1) * n].to_vec();
+            let last = grid[(rows.end - 1 - lo) * n..(rows.end - lo) * n].to_vec();
+            *slots[k][parity].lock().unwrap_or_else(|p| p.into_inner()) = (first, last);
+        };
+        start();
+        for it in 0..iters {
+            let (o, w) = (as_cells(&mut old), as_cells(&mut new));
+            for r in inner.clone() {
+                let l = r - lo;
+                relax_row(
+                    &o[(l - 1) * n..l * n],
+                    &o[l * n..(l + 1) * n],
+                    &o[(l + 1) * n..(l + 2) * n],
+                    &w[l * n..(l + 1) * n],
+                );
+            }
+            let parity = it % 2;
+            publish(&new, parity);
+            barrier.wait();
+            if k > 0 {
+                let e = slots[k - 1][parity]
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                new[..n].copy_from_slice(&e.1);
+            }
+            if k + 1 < t {
+                let e = slots[k + 1][parity]
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                let l = rows.end - lo;
+                new[l * n..(l + 1) * n].copy_from_slice(&e.0);
+            }
+            std::mem::swap(&mut old, &mut new);
+        }
+        old[(rows.start - lo) * n..(rows.end - lo) * n].to_vec()
+    })?;
     let grid: Vec<f64> = blocks.concat();
     if grid.len() != n * n {
         return Err("a thread failed".to_string());

@@ -14,10 +14,16 @@
 //!
 //! Rank 0 prints `checksum=<sum of the final grid> iters=<iterations> time_s=<seconds of the
 //! iteration loop>`. `--seq` runs the same in private memory without a job (the baseline).
+//! `--threads T` runs it on T threads of this process in private memory, as a pthreads program
+//! would: thread k owns the same row block as node k, keeps it with one halo row on each side,
+//! publishes its edge rows after each sweep and meets the others at a `std::sync::Barrier` —
+//! two barriers per iteration, like the nodes; same line, same checksum (the baseline of "N
+//! nodes vs N threads").
 //!
 //! ```text
 //! svmrun -n 2 target/release/examples/laplace 600 1e-3
 //! target/release/examples/laplace 600 1e-3 --seq
+//! target/release/examples/laplace 600 1e-3 --threads 2
 //! ```
 
 mod common;
@@ -29,7 +35,8 @@ use std::time::Instant;
 
 use row_grid::{block, Grid};
 
-const USAGE: &str = "usage: laplace [N] [TOL] [--seq]    (N×N grid, default N=600 TOL=1e-3)";
+const USAGE: &str =
+    "usage: laplace [N] [TOL] [--seq] [--threads T]    (N×N grid, default N=600 TOL=1e-3)";
 /// Safety net: stop after this many iterations even if TOL is not reached (reported).
 const MAX_ITERS: usize = 200_000;
 const TOP: f64 = 1.0;
@@ -40,14 +47,28 @@ struct Args {
     n: usize,
     tol: f64,
     seq: bool,
+    /// 0: a DSM job (or `--seq`).
+    threads: usize,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
     let mut pos = Vec::new();
     let mut seq = false;
-    for a in std::env::args().skip(1) {
+    let mut threads = 0;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
         match a.as_str() {
             "--seq" => seq = true,
+            "--threads" => {
+                let v = it.next().ok_or("--threads needs a value")?;
+                threads = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&t| (1..=1024).contains(&t))
+                    .ok_or_else(|| {
+                        format!("--threads must be an integer in 1..=1024, got {v:?}")
+                    })?;
+            }
             "-h" | "--help" => return Ok(None),
             s if s.starts_with("--") => return Err(format!("unknown option {s:?}")),
             _ => pos.push(a),
@@ -72,7 +93,15 @@ fn parse_args() -> Result<Option<Args>, String> {
             .ok_or_else(|| format!("TOL must be a positive number, got {s:?}"))?,
         None => 1e-3,
     };
-    Ok(Some(Args { n, tol, seq }))
+    if seq && threads > 0 {
+        return Err("--seq and --threads exclude each other".into());
+    }
+    Ok(Some(Args {
+        n,
+        tol,
+        seq,
+        threads,
+    }))
 }
 
 /// Updates the cells of colour `color` (0 red, 1 black) of interior row `r` in place; returns
@@ -130,6 +159,83 @@ fn sequential(a: &Args) {
         "checksum={:.16e} iters={iters} time_s={time_s:.6}",
         checksum(&g)
     );
+}
+
+/// The same iteration on `t` threads in private memory (see the module docs). Returns the
+/// final grid, the iterations and the seconds of the iteration loop.
+fn threaded(a: &Args, t: usize) -> Result<(Vec<f64>, usize, f64), String> {
+    use std::sync::Mutex;
+    let n = a.n;
+    if n < t {
+        return Err(format!("N={n} is smaller than the number of threads ({t})"));
+    }
+    /// A thread's first and last rows after a sweep, and its largest change so far.
+    #[derive(Default)]
+    struct Edges {
+        first: Vec<f64>,
+        last: Vec<f64>,
+        err: f64,
+    }
+    fn lock(m: &Mutex<Edges>) -> std::sync::MutexGuard<'_, Edges> {
+        m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    // One slot per thread and sweep parity, so a slow reader of the last sweep's rows is never
+    // overwritten by the next sweep's.
+    let slots: Vec<[Mutex<Edges>; 2]> = (0..t).map(|_| Default::default()).collect();
+    let (results, time_s) = row_grid::on_threads(t, |k, barrier, start| {
+        let rows = block(k, t, n);
+        // Local rows lo..hi: the block and its halos.
+        let lo = rows.start.saturating_sub(1);
+        let hi = (rows.end + 1).min(n);
+        let mut g: Vec<f64> = (lo..hi).flat_map(|r| initial_row(r, n)).collect();
+        let inner = rows.start.max(1)..rows.end.min(n - 1);
+        start();
+        let (mut iters, mut sweep) = (0, 0usize);
+        loop {
+            let mut err = 0.0f64;
+            for color in 0..2 {
+                let cells = Cell::from_mut(&mut g[..]).as_slice_of_cells();
+                for r in inner.clone() {
+                    let row = |r: usize| &cells[(r - lo) * n..(r - lo + 1) * n];
+                    err = err.max(relax_row(r, color, row(r - 1), row(r), row(r + 1)));
+                }
+                let parity = sweep % 2;
+                sweep += 1;
+                {
+                    let mut e = lock(&slots[k][parity]);
+                    e.first = g[(rows.start - lo) * n..(rows.start - lo + 1) * n].to_vec();
+                    e.last = g[(rows.end - 1 - lo) * n..(rows.end - lo) * n].to_vec();
+                    e.err = err;
+                }
+                barrier.wait();
+                if k > 0 {
+                    g[..n].copy_from_slice(&lock(&slots[k - 1][parity]).last);
+                }
+                if k + 1 < t {
+                    let l = rows.end - lo;
+                    g[l * n..(l + 1) * n].copy_from_slice(&lock(&slots[k + 1][parity]).first);
+                }
+            }
+            // Every thread's largest change of this iteration, published with its black
+            // sweep's rows (the next sweep of that parity is two barriers away).
+            let parity = (sweep - 1) % 2;
+            let all = (0..t).fold(0.0f64, |m, j| m.max(lock(&slots[j][parity]).err));
+            iters += 1;
+            if all < a.tol || iters >= MAX_ITERS {
+                break;
+            }
+        }
+        (
+            g[(rows.start - lo) * n..(rows.end - lo) * n].to_vec(),
+            iters,
+        )
+    })?;
+    let iters = results.first().map_or(0, |r| r.1);
+    let grid: Vec<f64> = results.into_iter().flat_map(|r| r.0).collect();
+    if grid.len() != n * n {
+        return Err("a thread failed".to_string());
+    }
+    Ok((grid, iters, time_s))
 }
 
 /// One colour over this node's interior rows, in place; returns the largest change.
@@ -194,6 +300,14 @@ fn main() -> ExitCode {
     common::main("laplace", USAGE, parse_args(), |a| {
         if a.seq {
             sequential(&a);
+            return Ok(());
+        }
+        if a.threads > 0 {
+            let (grid, iters, time_s) = threaded(&a, a.threads)?;
+            println!(
+                "checksum={:.16e} iters={iters} time_s={time_s:.6}",
+                checksum(&grid)
+            );
             return Ok(());
         }
         distributed(&a)

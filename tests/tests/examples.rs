@@ -181,6 +181,33 @@ cases!(laplace {
     laplace_3_nodes_uffd_sc_mw => (3, "uffd", "sc-mw"),
 });
 
+/// The pthreads baselines (`--threads T`: T threads in private memory, no job) give the
+/// sequential run's checksum (and iteration count), bit for bit, for thread counts that do and
+/// do not divide the grid.
+#[test]
+fn threads_baselines_equal_the_sequential_runs() {
+    let run = |prog: &str, args: &[&str]| {
+        let out = Job::start_program(&example_path(prog), args, &[])
+            .wait(Duration::from_secs(60))
+            .unwrap_or_else(|t| panic!("{t}"));
+        out.assert_success();
+        only_line(&out, &["checksum="]).to_string()
+    };
+    for (prog, size) in [("laplace", ["48", "1e-3"]), ("jacobi", ["48", "7"])] {
+        let seq = run(prog, &[size[0], size[1], "--seq"]);
+        for t in ["1", "2", "3", "5"] {
+            let line = run(prog, &[size[0], size[1], "--threads", t]);
+            for word in ["checksum", "iters"] {
+                assert_eq!(
+                    word_value(&line, word),
+                    word_value(&seq, word),
+                    "{prog} --threads {t}: {word} differs from the sequential run ({seq}): {line}"
+                );
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // litmus
 

@@ -3,6 +3,8 @@
 //! starts on a page boundary and a node's own rows never leave it.
 
 use std::cell::Cell;
+use std::sync::{Barrier, Mutex};
+use std::time::Instant;
 
 use svm::{Home, SharedSlice};
 
@@ -61,4 +63,42 @@ impl Grid {
         let (k, off) = self.locate(row);
         self.blocks[k].write_from(off, src);
     }
+}
+
+/// Runs `body` on `t` scoped threads of this process — the examples' pthreads baselines.
+/// Thread k gets `k`, the barrier of all `t` threads and `start`, which it calls once its
+/// private setup is done: the threads meet there, and the time counts from then. Returns the
+/// threads' results in thread order and the seconds since the start.
+pub fn on_threads<R: Send>(
+    t: usize,
+    body: impl Fn(usize, &Barrier, &dyn Fn()) -> R + Sync,
+) -> Result<(Vec<R>, f64), String> {
+    let barrier = Barrier::new(t);
+    let t0 = Mutex::new(None::<Instant>);
+    let results: Vec<Option<R>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..t)
+            .map(|k| {
+                let (barrier, t0, body) = (&barrier, &t0, &body);
+                s.spawn(move || {
+                    let start = || {
+                        if barrier.wait().is_leader() {
+                            *t0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                        }
+                    };
+                    body(k, barrier, &start)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().ok()).collect()
+    });
+    let start = t0
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .ok_or("no thread started")?;
+    let time_s = start.elapsed().as_secs_f64();
+    let results = results
+        .into_iter()
+        .collect::<Option<Vec<R>>>()
+        .ok_or("a thread failed")?;
+    Ok((results, time_s))
 }
