@@ -260,9 +260,9 @@ fn laplace_threads(
     let md = format!(
         "## Laplace against pthreads\n\n`examples/laplace {} --threads 2`: two threads of one process in private \
          memory, each with the row block of a node and its halo rows, meeting at a `std::sync::Barrier` twice per \
-         iteration like the nodes (best of {}; its checksum and iteration count equal the sequential run's). On a \
-         host where waking a thread on another CPU is slow, two threads gain little over one: that bounds what \
-         two nodes can reach.\n\n{}\n",
+         iteration like the nodes (best of {}; its checksum and iteration count equal the sequential run's). They \
+         meet the same barriers as two nodes, without messages or page faults: what they gain over the sequential \
+         run bounds what two nodes can reach on this host.\n\n{}\n",
         app.args.join(" "),
         cfg.runs,
         tab.render()
