@@ -172,7 +172,10 @@ fn engine_threads_get_the_slice_and_nice_value_they_are_told() {
     for (nodes, env, slice, nice_wanted) in cases {
         let _serial = serial();
         let n = nodes.to_string();
-        let mut job = Job::start(&["-n", &n, sleeper.to_str().unwrap(), "1"], env);
+        // Three seconds of barriers: the engines are looked at while the nodes still run (with
+        // one second, a node read late under load had finished and its engine was gone: CI at
+        // 350c768, "node 2: one engine thread: []").
+        let mut job = Job::start(&["-n", &n, sleeper.to_str().unwrap(), "3"], env);
         for (rank, pid) in node_pids(&mut job, nodes) {
             let engines = engine_sched(pid);
             assert_eq!(
