@@ -217,8 +217,10 @@ fn nodes_run_on_the_cpus_svmrun_gives_them() {
     let sleeper = example_path("sleeper");
     for bind in ["cpus", "none"] {
         let _serial = serial();
+        // Three seconds, as in `engine_threads_get_the_slice_and_nice_value_they_are_told`:
+        // the threads are looked at while the nodes still run.
         let mut job = Job::start(
-            &["-n", "2", "--bind", bind, sleeper.to_str().unwrap(), "1"],
+            &["-n", "2", "--bind", bind, sleeper.to_str().unwrap(), "3"],
             &[],
         );
         for (rank, pid) in node_pids(&mut job, NODES) {
