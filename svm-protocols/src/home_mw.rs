@@ -194,7 +194,7 @@ impl HomeMw {
     }
 
     /// Remembers a write for the write notices (scope).
-    pub(super) fn note_write(&mut self, page: PageId) {
+    fn note_write(&mut self, page: PageId) {
         if self.mode == Mode::Notices {
             self.since_release.insert(page);
             self.since_barrier.insert(page);
@@ -204,9 +204,14 @@ impl HomeMw {
 
     /// A write fault (or write-ahead) made home page `page` writable.
     fn home_written(&mut self, page: PageId) {
+        self.count_home_written(page);
+        self.sticky.wrote(page);
+    }
+
+    /// Home page `page` counts as written in this interval: the next release announces it.
+    pub(super) fn count_home_written(&mut self, page: PageId) {
         self.dirty_home.insert(page);
         self.note_write(page);
-        self.sticky.wrote(page);
     }
 
     /// A remote page with a valid read-only copy becomes writable: twin first.

@@ -50,6 +50,13 @@ fn depart(p: &mut HomeMw, me: NodeId, notices: &[PageId], all_nodes: bool) -> Ve
     out
 }
 
+/// Where the first action of `out` that `what` picks is (it must be there).
+fn position(out: &[Action], what: impl Fn(&Action) -> bool) -> usize {
+    out.iter()
+        .position(what)
+        .unwrap_or_else(|| panic!("not in {out:?}"))
+}
+
 fn released(out: &[Action]) -> bool {
     out.iter().any(|a| matches!(a, Action::ReleaseDone { .. }))
 }
@@ -174,8 +181,7 @@ fn the_home_pushes_what_the_other_node_fetched_at_the_global_barrier() {
             fault(&mut h, 0, 2, 5, Access::Write);
             let out = arrive(&mut h, 0, 2, true);
             assert_eq!(pushes(&out), [5], "round {round}, push {i}");
-            let at = |f: &dyn Fn(&Action) -> bool| out.iter().position(f).unwrap();
-            let stop = at(&|a| {
+            let stop = position(&out, |a| {
                 matches!(
                     a,
                     Action::SetAccess {
@@ -184,8 +190,8 @@ fn the_home_pushes_what_the_other_node_fetched_at_the_global_barrier() {
                     }
                 )
             });
-            let push = at(&|a| matches!(a, Action::Send { .. }));
-            let done = at(&|a| matches!(a, Action::ReleaseDone { .. }));
+            let push = position(&out, |a| matches!(a, Action::Send { .. }));
+            let done = position(&out, |a| matches!(a, Action::ReleaseDone { .. }));
             assert!(stop < push && push < done, "{out:?}");
             // Not written in a phase: not pushed.
             assert!(pushes(&arrive(&mut h, 0, 2, true)).is_empty());
@@ -286,34 +292,10 @@ fn sc_mw_pushes_after_invalidating_and_the_reader_keeps_its_own_writes() {
     msg(&mut h, 0, 2, 1, ProtoMsg::ReadReq { page: 5 });
     fault(&mut h, 0, 2, 5, Access::Write);
     let out = arrive(&mut h, 0, 2, false);
-    let inval = out
-        .iter()
-        .position(|a| {
-            matches!(
-                a,
-                Action::Send {
-                    msg: ProtoMsg::Inval { page: 5 },
-                    ..
-                }
-            )
-        })
-        .expect("invalidation");
-    let push = out
-        .iter()
-        .position(|a| {
-            matches!(
-                a,
-                Action::Send {
-                    msg: ProtoMsg::Push { page: 5 },
-                    ..
-                }
-            )
-        })
-        .expect("push");
-    let done = out
-        .iter()
-        .position(|a| matches!(a, Action::ReleaseDone { .. }))
-        .expect("released");
+    let sent = |m: ProtoMsg| move |a: &Action| matches!(a, Action::Send { msg, .. } if *msg == m);
+    let inval = position(&out, sent(ProtoMsg::Inval { page: 5 }));
+    let push = position(&out, sent(ProtoMsg::Push { page: 5 }));
+    let done = position(&out, |a| matches!(a, Action::ReleaseDone { .. }));
     assert!(inval < push && push < done, "{out:?}");
     // The other node is in the copyset again: the next write there invalidates it.
     msg(&mut h, 0, 2, 1, ProtoMsg::InvalAck { page: 5 });

@@ -147,8 +147,7 @@ impl HomeMw {
             PushAfter::WrittenHomePages => self.push_written(ctx, &written_home, out),
         }
         for p in sticky {
-            self.dirty_home.insert(p);
-            self.note_write(p);
+            self.count_home_written(p);
         }
         self.complete_flushes(out);
     }
