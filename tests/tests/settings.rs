@@ -184,9 +184,8 @@ fn engine_threads_get_the_slice_and_nice_value_they_are_told() {
     for (nodes, env, slice, nice_wanted) in cases {
         let _serial = serial();
         let n = nodes.to_string();
-        // Three seconds of barriers: the engines are looked at while the nodes still run (with
-        // one second, a node read late under load had finished and its engine was gone: CI at
-        // 350c768, "node 2: one engine thread: []").
+        // Three seconds of barriers: the nodes still run while the engines are looked at
+        // (below, for up to 5 s each until they show their settings).
         let mut job = Job::start(&["-n", &n, sleeper.to_str().unwrap(), "3"], env);
         for (rank, pid) in node_pids(&mut job, nodes) {
             // A slice of 0 is the kernel's default, the main thread's; so is the nice value
