@@ -32,7 +32,7 @@ use std::cell::Cell;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use row_grid::{block, Grid};
+use row_grid::{block, Grid, Halos};
 
 const USAGE: &str =
     "usage: jacobi [N] [ITERS] [--verify] [--seq] [--threads T]    (N×N grid, default N=1024 ITERS=100)";
@@ -158,35 +158,23 @@ fn sequential(n: usize, iters: usize) -> Vec<f64> {
 }
 
 /// The same computation by `t` threads in private memory: thread k owns rows `block(k, t, n)`
-/// and keeps them with one halo row on each side; after each iteration it publishes its first
-/// and last rows (slot of the iteration's parity, so a slow reader of the previous iteration's
-/// rows is never overwritten), meets the others at a barrier and copies its neighbours' edge
-/// rows into its halos. Returns the final grid and the seconds of the iteration loop.
+/// and keeps them with one halo row on each side; after each iteration it publishes its edge
+/// rows, meets the others at a barrier and copies its neighbours' edge rows into its halos
+/// (`row_grid::Halos`). Returns the final grid and the seconds of the iteration loop.
 fn threaded(n: usize, iters: usize, t: usize) -> Result<(Vec<f64>, f64), String> {
-    use std::sync::Mutex;
     if n < t {
         return Err(format!("N={n} is smaller than the number of threads ({t})"));
     }
-    type Edges = Mutex<(Vec<f64>, Vec<f64>)>;
-    let slots: Vec<[Edges; 2]> = (0..t)
-        .map(|_| [Mutex::new((vec![], vec![])), Mutex::new((vec![], vec![]))])
-        .collect();
+    let halos = Halos::new(n, t);
     let (blocks, time_s) = row_grid::on_threads(t, |k, barrier, start| {
         let rows = block(k, t, n);
-        // Local rows lo..hi: the block and its halos.
-        let lo = rows.start.saturating_sub(1);
-        let hi = (rows.end + 1).min(n);
-        let mut old = vec![0.0f64; (hi - lo) * n];
+        let lo = halos.local_rows(k).start;
+        let mut old = vec![0.0f64; halos.local_rows(k).len() * n];
         if lo == 0 {
             old[..n].fill(TOP);
         }
         let mut new = old.clone();
         let inner = rows.start.max(1)..rows.end.min(n - 1);
-        let publish = |grid: &[f64], parity: usize| {
-            let first = grid[(rows.start - lo) * n..(rows.start - lo + 1) * n].to_vec();
-            let last = grid[(rows.end - 1 - lo) * n..(rows.end - lo) * n].to_vec();
-            *slots[k][parity].lock().unwrap_or_else(|p| p.into_inner()) = (first, last);
-        };
         start();
         for it in 0..iters {
             let (o, w) = (as_cells(&mut old), as_cells(&mut new));
@@ -199,31 +187,14 @@ fn threaded(n: usize, iters: usize, t: usize) -> Result<(Vec<f64>, f64), String>
                     &w[l * n..(l + 1) * n],
                 );
             }
-            let parity = it % 2;
-            publish(&new, parity);
+            halos.publish(k, it % 2, &new, 0.0);
             barrier.wait();
-            if k > 0 {
-                let e = slots[k - 1][parity]
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                new[..n].copy_from_slice(&e.1);
-            }
-            if k + 1 < t {
-                let e = slots[k + 1][parity]
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                let l = rows.end - lo;
-                new[l * n..(l + 1) * n].copy_from_slice(&e.0);
-            }
+            halos.fetch(k, it % 2, &mut new);
             std::mem::swap(&mut old, &mut new);
         }
-        old[(rows.start - lo) * n..(rows.end - lo) * n].to_vec()
+        halos.own(k, &old).to_vec()
     })?;
-    let grid: Vec<f64> = blocks.concat();
-    if grid.len() != n * n {
-        return Err("a thread failed".to_string());
-    }
-    Ok((grid, time_s))
+    Ok((blocks.concat(), time_s))
 }
 
 /// Row-major sum, the same order in both runs.

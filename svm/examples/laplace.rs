@@ -33,7 +33,7 @@ use std::cell::Cell;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use row_grid::{block, Grid};
+use row_grid::{block, Grid, Halos};
 
 const USAGE: &str =
     "usage: laplace [N] [TOL] [--seq] [--threads T]    (N×N grid, default N=600 TOL=1e-3)";
@@ -161,33 +161,22 @@ fn sequential(a: &Args) {
     );
 }
 
-/// The same iteration on `t` threads in private memory (see the module docs). Returns the
-/// final grid, the iterations and the seconds of the iteration loop.
+/// The same iteration on `t` threads in private memory (see the module docs;
+/// `row_grid::Halos`). Returns the final grid, the iterations and the seconds of the
+/// iteration loop.
 fn threaded(a: &Args, t: usize) -> Result<(Vec<f64>, usize, f64), String> {
-    use std::sync::Mutex;
     let n = a.n;
     if n < t {
         return Err(format!("N={n} is smaller than the number of threads ({t})"));
     }
-    /// A thread's first and last rows after a sweep, and its largest change so far.
-    #[derive(Default)]
-    struct Edges {
-        first: Vec<f64>,
-        last: Vec<f64>,
-        err: f64,
-    }
-    fn lock(m: &Mutex<Edges>) -> std::sync::MutexGuard<'_, Edges> {
-        m.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    // One slot per thread and sweep parity, so a slow reader of the last sweep's rows is never
-    // overwritten by the next sweep's.
-    let slots: Vec<[Mutex<Edges>; 2]> = (0..t).map(|_| Default::default()).collect();
+    let halos = Halos::new(n, t);
     let (results, time_s) = row_grid::on_threads(t, |k, barrier, start| {
         let rows = block(k, t, n);
-        // Local rows lo..hi: the block and its halos.
-        let lo = rows.start.saturating_sub(1);
-        let hi = (rows.end + 1).min(n);
-        let mut g: Vec<f64> = (lo..hi).flat_map(|r| initial_row(r, n)).collect();
+        let lo = halos.local_rows(k).start;
+        let mut g: Vec<f64> = halos
+            .local_rows(k)
+            .flat_map(|r| initial_row(r, n))
+            .collect();
         let inner = rows.start.max(1)..rows.end.min(n - 1);
         start();
         let (mut iters, mut sweep) = (0, 0usize);
@@ -199,42 +188,23 @@ fn threaded(a: &Args, t: usize) -> Result<(Vec<f64>, usize, f64), String> {
                     let row = |r: usize| &cells[(r - lo) * n..(r - lo + 1) * n];
                     err = err.max(relax_row(r, color, row(r - 1), row(r), row(r + 1)));
                 }
-                let parity = sweep % 2;
-                sweep += 1;
-                {
-                    let mut e = lock(&slots[k][parity]);
-                    e.first = g[(rows.start - lo) * n..(rows.start - lo + 1) * n].to_vec();
-                    e.last = g[(rows.end - 1 - lo) * n..(rows.end - lo) * n].to_vec();
-                    e.err = err;
-                }
+                halos.publish(k, sweep % 2, &g, err);
                 barrier.wait();
-                if k > 0 {
-                    g[..n].copy_from_slice(&lock(&slots[k - 1][parity]).last);
-                }
-                if k + 1 < t {
-                    let l = rows.end - lo;
-                    g[l * n..(l + 1) * n].copy_from_slice(&lock(&slots[k + 1][parity]).first);
-                }
+                halos.fetch(k, sweep % 2, &mut g);
+                sweep += 1;
             }
             // Every thread's largest change of this iteration, published with its black
             // sweep's rows (the next sweep of that parity is two barriers away).
-            let parity = (sweep - 1) % 2;
-            let all = (0..t).fold(0.0f64, |m, j| m.max(lock(&slots[j][parity]).err));
+            let all = halos.max_err((sweep - 1) % 2);
             iters += 1;
             if all < a.tol || iters >= MAX_ITERS {
                 break;
             }
         }
-        (
-            g[(rows.start - lo) * n..(rows.end - lo) * n].to_vec(),
-            iters,
-        )
+        (halos.own(k, &g).to_vec(), iters)
     })?;
     let iters = results.first().map_or(0, |r| r.1);
     let grid: Vec<f64> = results.into_iter().flat_map(|r| r.0).collect();
-    if grid.len() != n * n {
-        return Err("a thread failed".to_string());
-    }
     Ok((grid, iters, time_s))
 }
 

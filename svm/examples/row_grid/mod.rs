@@ -102,3 +102,83 @@ pub fn on_threads<R: Send>(
         .ok_or("a thread failed")?;
     Ok((results, time_s))
 }
+
+/// The halo exchange of the examples' pthreads baselines: thread k of `t` owns rows
+/// `block(k, t, n)` and keeps them in private memory with one halo row on each side (its
+/// *local rows*, [`Halos::local_rows`]). After a sweep it publishes its first and last rows
+/// (and its largest change) in the slot of the sweep's parity, so that a slow reader of the
+/// previous sweep's rows is never overwritten; after the barrier it copies its neighbours'
+/// edge rows of that parity into its halos.
+pub struct Halos {
+    n: usize,
+    t: usize,
+    slots: Vec<[Mutex<Edges>; 2]>,
+}
+
+/// A thread's first and last rows after a sweep, and its largest change so far.
+#[derive(Default)]
+struct Edges {
+    first: Vec<f64>,
+    last: Vec<f64>,
+    err: f64,
+}
+
+impl Halos {
+    pub fn new(n: usize, t: usize) -> Halos {
+        Halos {
+            n,
+            t,
+            slots: (0..t).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// Thread k's local rows: its block and the halo row on each side that exists.
+    pub fn local_rows(&self, k: usize) -> std::ops::Range<usize> {
+        let rows = block(k, self.t, self.n);
+        rows.start.saturating_sub(1)..(rows.end + 1).min(self.n)
+    }
+
+    /// Thread k's own rows of `local` (its local rows, row-major).
+    pub fn own<'a>(&self, k: usize, local: &'a [f64]) -> &'a [f64] {
+        let (rows, lo) = (block(k, self.t, self.n), self.local_rows(k).start);
+        &local[(rows.start - lo) * self.n..(rows.end - lo) * self.n]
+    }
+
+    /// Thread k publishes the edge rows of `local` and `err` for the sweep of `parity`.
+    pub fn publish(&self, k: usize, parity: usize, local: &[f64], err: f64) {
+        let own = self.own(k, local);
+        let mut e = self.edges(k, parity);
+        e.first = own[..self.n].to_vec();
+        e.last = own[own.len() - self.n..].to_vec();
+        e.err = err;
+    }
+
+    /// Thread k copies its neighbours' edge rows of the sweep of `parity` into the halos of
+    /// `local` (after the barrier that ends the sweep).
+    pub fn fetch(&self, k: usize, parity: usize, local: &mut [f64]) {
+        let n = self.n;
+        if k > 0 {
+            local[..n].copy_from_slice(&self.edges(k - 1, parity).last);
+        }
+        if k + 1 < self.t {
+            let l = local.len() - n;
+            local[l..].copy_from_slice(&self.edges(k + 1, parity).first);
+        }
+    }
+
+    /// The largest change every thread published for the sweep of `parity`.
+    #[allow(
+        dead_code,
+        reason = "each example compiles this module on its own; jacobi runs a fixed number of \
+                  iterations and compares no change"
+    )]
+    pub fn max_err(&self, parity: usize) -> f64 {
+        (0..self.t).fold(0.0f64, |m, j| m.max(self.edges(j, parity).err))
+    }
+
+    fn edges(&self, k: usize, parity: usize) -> std::sync::MutexGuard<'_, Edges> {
+        self.slots[k][parity]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
