@@ -23,8 +23,8 @@ Environment given to every node:
   SVM_PROFILE, SVM_TRACE
                      set only when the matching flag is given; otherwise inherited
   SVM_CPUS           the CPUs the node runs on (--bind cpus, the default: svmrun's own CPUs
-                     split into one share per node, one CPU each round robin when there
-                     are more nodes than CPUs); with --bind none, inherited
+                     split into one share per node; with more nodes than CPUs one CPU
+                     each, neighbouring ranks together); with --bind none, inherited
 
 Output: each node's stdout/stderr goes to svmrun's stdout/stderr line by line, prefixed
 \"[RANK] \" unless --no-prefix. stdin goes to rank 0; the other ranks read /dev/null.
