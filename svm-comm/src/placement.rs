@@ -69,7 +69,7 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
 /// together (4 nodes on 2 CPUs: nodes 0 and 1 on the first). Ranks next to each other are
 /// the ones that talk most (the neighbours of a block partition), and on one CPU a request
 /// and its answer need no wake-up of another CPU: round robin (nodes 0 and 2 on the first)
-/// made Jacobi 1024² × 100 at 4 nodes 10–20 % slower and the MP-MPICH SMI example `strided`
+/// made Jacobi 1024² × 100 at 4 nodes 10–15 % slower and the MP-MPICH SMI example `strided`
 /// at 4 nodes 4.7–13 s instead of 2.7–2.8 s (docs/svmrun.md).
 pub fn node_cpus(allowed: &[usize], nodes: usize, rank: usize) -> Vec<usize> {
     let n = allowed.len();
@@ -77,7 +77,8 @@ pub fn node_cpus(allowed: &[usize], nodes: usize, rank: usize) -> Vec<usize> {
         return allowed.to_vec();
     }
     if nodes > n {
-        // rank < nodes, so the index is below n; the groups differ by at most one node.
+        // A rank beyond the job counts as the last one, so the index stays below n; the groups
+        // of ranks on one CPU differ by at most one node.
         return vec![allowed[rank.min(nodes - 1) * n / nodes]];
     }
     let (share, extra) = (n / nodes, n % nodes);
