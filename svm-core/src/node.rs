@@ -42,6 +42,7 @@ use crate::{Access, NodeId, PageId};
 mod driven;
 pub(crate) mod engine;
 mod failure;
+mod installs;
 mod lockfast;
 mod messages;
 mod ops;
@@ -270,6 +271,8 @@ struct EngineState {
     /// Lock tokens lingering after a local release while a remote node waits: (when the
     /// linger ends, in ns as `now`, lock).
     lingers: Vec<(u64, u64)>,
+    /// The page each application thread was last woken for (`Context::install_unused`).
+    installs: installs::Installs,
     /// The time of the step the engine is running, in ns of the monotonic clock (the clock of
     /// `Fault::since_ns`). The engine's code reads no clock: the thread that takes the state
     /// sets this (`Node::lock_state`), or the driver of a driven node passes it in
@@ -285,6 +288,7 @@ struct Ctx<'a> {
     space: &'a Space,
     /// The step's time (`EngineState::now`).
     now: u64,
+    installs: &'a installs::Installs,
 }
 
 impl Context for Ctx<'_> {
@@ -302,6 +306,9 @@ impl Context for Ctx<'_> {
     }
     fn now(&self) -> u64 {
         self.now
+    }
+    fn install_unused(&self, page: PageId) -> bool {
+        self.installs.unused(page, self.now)
     }
 }
 
@@ -502,6 +509,7 @@ impl Node {
             finish_waiter: None,
             handling_remote: false,
             lingers: Vec::new(),
+            installs: installs::Installs::default(),
             // A driven node's time starts where its driver's does.
             now: match clock {
                 Clock::Monotonic => now_ns(),
@@ -576,12 +584,13 @@ impl Node {
     }
 
     /// What the protocols may ask, at the step's time `now`.
-    fn ctx(&self, now: u64) -> Ctx<'_> {
+    fn ctx<'a>(&'a self, now: u64, installs: &'a installs::Installs) -> Ctx<'a> {
         Ctx {
             me: self.me,
             nodes: self.nodes,
             space: &self.space,
             now,
+            installs,
         }
     }
 

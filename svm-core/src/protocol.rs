@@ -95,6 +95,13 @@ pub trait Context {
     fn now(&self) -> u64 {
         0
     }
+    /// Whether a thread of this node faulted on `page`, was woken by its installation a
+    /// moment ago (a bounded time) and has not run since: given away now, the page would
+    /// make that thread fault again without having used it. Default: no (a context without
+    /// threads).
+    fn install_unused(&self, _page: PageId) -> bool {
+        false
+    }
 }
 
 /// A simple [`Context`] for tests and the simulator: the home of page `p` is `homes(p)`.
@@ -157,6 +164,9 @@ pub struct ProtocolStats {
     /// Requests for a page this node kept a while before giving it up (sc-sw's minimum hold,
     /// `SVM_HOLD_US`).
     pub requests_held: u64,
+    /// Requests for a page this node kept waiting because the thread it had fetched the
+    /// page for had not run since (sc-sw; [`Context::install_unused`]).
+    pub requests_kept_unused: u64,
     /// Read copies this node pushed, as a home, to the readers of pages it wrote, at its
     /// barrier arrivals (sc-sw's producer–consumer push, `SVM_PUSH`).
     pub pages_pushed: u64,

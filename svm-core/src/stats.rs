@@ -141,6 +141,9 @@ pub struct Counters {
     pub pairs_dropped: u64,
     /// Requests for a page kept waiting by its holder's minimum hold (sc-sw, `SVM_HOLD_US`).
     pub requests_held: u64,
+    /// Requests for a page kept waiting because the thread it was fetched for had not run
+    /// yet (sc-sw).
+    pub requests_kept_unused: u64,
     /// Read copies pushed to consumers at barrier arrivals (sc-sw, `SVM_PUSH`).
     pub pages_pushed: u64,
     /// Pushed copies dropped after a phase of use (sc-sw, `SVM_PUSH`).
@@ -200,6 +203,9 @@ pub struct Stats {
     /// Requests for a page this node kept waiting until its minimum hold ended or it
     /// released (sc-sw, `SVM_HOLD_US`).
     pub requests_held: u64,
+    /// Requests for a page this node kept waiting because the thread it had fetched the
+    /// page for had not run since it was woken (sc-sw; `Context::install_unused`).
+    pub requests_kept_unused: u64,
     /// Read copies this node pushed, as a home, to the readers of pages it wrote, at its
     /// barrier arrivals (sc-sw, `SVM_PUSH`).
     pub pages_pushed: u64,
@@ -249,6 +255,7 @@ impl Stats {
             pages_paired: c.pages_paired,
             pairs_dropped: c.pairs_dropped,
             requests_held: c.requests_held,
+            requests_kept_unused: c.requests_kept_unused,
             pages_pushed: c.pages_pushed,
             copies_dropped: c.copies_dropped,
         }
@@ -284,7 +291,7 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} pushed={} dropped={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} kept_unused={} pushed={} dropped={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
@@ -296,6 +303,7 @@ impl fmt::Display for Stats {
             self.pages_paired,
             self.pairs_dropped,
             self.requests_held,
+            self.requests_kept_unused,
             self.pages_pushed,
             self.copies_dropped
         )?;

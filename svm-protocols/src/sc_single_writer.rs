@@ -385,9 +385,13 @@ impl ScSingleWriter {
         | ProtoMsg::FwdWrite { page, .. }
         | ProtoMsg::FwdExclusive { page, .. } = *msg
         {
-            if self.holds.is_held(page, ctx.now()) {
+            if self.holds.keeps(ctx, page) {
                 self.holds.deferred.push((from, msg.clone()));
-                self.stats.requests_held += 1;
+                if self.holds.is_held(page, ctx.now()) {
+                    self.stats.requests_held += 1;
+                } else {
+                    self.stats.requests_kept_unused += 1;
+                }
                 return;
             }
         }
@@ -659,6 +663,8 @@ impl ScSingleWriter {
         let owned_here = m.owner == ctx.me() && from != ctx.me();
         if owned_here && self.holds.is_held(page, ctx.now()) {
             self.stats.requests_held += 1;
+        } else if owned_here && ctx.install_unused(page) {
+            self.stats.requests_kept_unused += 1;
         }
         self.mgr_advance(ctx, page, out);
     }
@@ -670,15 +676,18 @@ impl ScSingleWriter {
             // to itself, say): they take effect before the next operation looks at this node's
             // access or contents, as they would in per-pair FIFO order.
             self.drain_local(ctx, out);
-            let held = self.holds.is_held(page, ctx.now());
             let me = ctx.me();
             let m = self.managed_page(ctx, page);
             if m.busy.is_some() {
                 return;
             }
-            if held && m.owner == me && m.queue.front().is_some_and(|&(req, _)| req != me) {
-                return; // this node holds the page: the request waits for the hold's end
+            let other_waits = m.owner == me && m.queue.front().is_some_and(|&(req, _)| req != me);
+            if other_waits && self.holds.keeps(ctx, page) {
+                // This node holds the page, or its thread has not used it yet: the request
+                // waits for the hold's end or the re-check.
+                return;
             }
+            let m = self.managed_page(ctx, page);
             let Some((req, kind)) = m.queue.pop_front() else {
                 return;
             };
@@ -1183,7 +1192,7 @@ impl Protocol for ScSingleWriter {
     }
 
     fn next_timer(&self) -> Option<u64> {
-        self.holds.until.front().map(|&(t, _)| t)
+        self.holds.next_timer()
     }
 
     fn on_timer(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
@@ -1207,6 +1216,7 @@ impl Protocol for ScSingleWriter {
             s.unconfirmed.retain(|p| !pages.contains(p));
         }
         self.holds.until.retain(|(_, p)| !pages.contains(p));
+        self.holds.rechecks.retain(|p| !pages.contains(p));
         self.to_push.retain(|p| !pages.contains(p));
         self.drop_after_next.retain(|p| !pages.contains(p));
         self.drop_at_arrival.retain(|p| !pages.contains(p));

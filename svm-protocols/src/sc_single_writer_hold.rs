@@ -26,11 +26,52 @@ pub(super) struct Holds {
     pub(super) until: VecDeque<(u64, PageId)>,
     /// Forwarded requests for held pages, with their sender, in arrival order.
     pub(super) deferred: Vec<(NodeId, ProtoMsg)>,
+    /// When to look again at requests kept back because the page was just installed for a
+    /// thread that has not run since ([`Holds::keeps`]).
+    pub(super) recheck_at: Option<u64>,
+    /// The pages of those requests this node manages (their queue waits, not `deferred`).
+    pub(super) rechecks: Vec<PageId>,
 }
+
+/// How often requests kept back for a thread that has not yet used its page are looked at
+/// again (ns).
+pub(super) const RECHECK_NS: u64 = 50_000;
 
 impl Holds {
     pub(super) fn is_held(&self, page: PageId, now: u64) -> bool {
         self.until.iter().any(|&(t, p)| p == page && t > now)
+    }
+
+    /// Whether a request for `page` waits now: the page is held, or it was just installed for
+    /// a thread of this node that has not run since (`Context::install_unused`, bounded in
+    /// time by the engine). Taking the page from such a thread would only make it fault
+    /// again, and on a CPU shared by several nodes the pages of pages written by several
+    /// nodes could move on forever without a write (MP-MPICH's `strided` at 4 nodes on 2
+    /// CPUs). The second kind arms a re-check. Sequential consistency is unaffected: the
+    /// page moves later, never out of order.
+    pub(super) fn keeps(&mut self, ctx: &dyn Context, page: PageId) -> bool {
+        let now = ctx.now();
+        if self.is_held(page, now) {
+            return true;
+        }
+        if !ctx.install_unused(page) {
+            return false;
+        }
+        self.recheck_at
+            .get_or_insert(now.saturating_add(RECHECK_NS));
+        if !self.rechecks.contains(&page) {
+            self.rechecks.push(page);
+        }
+        true
+    }
+
+    /// The earliest of the holds' and the re-check's timers.
+    pub(super) fn next_timer(&self) -> Option<u64> {
+        let hold = self.until.front().map(|&(t, _)| t);
+        match (hold, self.recheck_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -60,16 +101,19 @@ impl ScSingleWriter {
         ended: &[PageId],
         out: &mut Vec<Action>,
     ) {
-        let now = ctx.now();
-        let (go, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.holds.deferred)
-            .into_iter()
-            .partition(|(_, msg)| !self.holds.is_held(msg.page(), now));
-        self.holds.deferred = wait;
+        let mut go = Vec::new();
+        for (from, msg) in std::mem::take(&mut self.holds.deferred) {
+            if self.holds.keeps(ctx, msg.page()) {
+                self.holds.deferred.push((from, msg));
+            } else {
+                go.push((from, msg));
+            }
+        }
         for (from, msg) in go {
             self.handle(ctx, from, &msg, out);
         }
         for &page in ended {
-            if ctx.home(page) == ctx.me() && !self.holds.is_held(page, now) {
+            if ctx.home(page) == ctx.me() && !self.holds.keeps(ctx, page) {
                 self.mgr_advance(ctx, page, out);
             }
         }
@@ -92,10 +136,16 @@ impl ScSingleWriter {
         self.resume_held(ctx, &ended, out);
     }
 
-    /// The holds due by `ctx.now()` end (the engine's timer, [`ScSingleWriter::next_timer`]).
+    /// The holds due by `ctx.now()` end, and requests kept for threads that had not run are
+    /// looked at again when the re-check is due (the engine's timer,
+    /// [`ScSingleWriter::next_timer`]).
     pub(super) fn end_due_holds(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
         let now = ctx.now();
         let mut ended = Vec::new();
+        if self.holds.recheck_at.is_some_and(|t| t <= now) {
+            self.holds.recheck_at = None;
+            ended.append(&mut self.holds.rechecks);
+        }
         while let Some(&(t, page)) = self.holds.until.front() {
             if t > now {
                 break;

@@ -7,11 +7,13 @@ const P: PageId = 7;
 const Q: PageId = 9;
 const HOLD: u64 = 1_000;
 
-/// A context with a clock: node `me` of 3, every page homed at `home`.
+/// A context with a clock: node `me` of 3, every page homed at `home`; a thread of the node
+/// was woken for page `unused` and has not run since.
 struct Timed {
     me: NodeId,
     home: NodeId,
     now: u64,
+    unused: Option<PageId>,
 }
 
 impl Context for Timed {
@@ -26,6 +28,9 @@ impl Context for Timed {
     }
     fn now(&self) -> u64 {
         self.now
+    }
+    fn install_unused(&self, page: PageId) -> bool {
+        self.unused == Some(page)
     }
 }
 
@@ -65,7 +70,12 @@ impl At {
 fn node(p: ScSingleWriter, me: NodeId, home: NodeId) -> At {
     At {
         p,
-        ctx: Timed { me, home, now: 0 },
+        ctx: Timed {
+            me,
+            home,
+            now: 0,
+            unused: None,
+        },
     }
 }
 
@@ -217,4 +227,56 @@ fn without_a_hold_a_page_written_again_is_given_up_at_once() {
     regain_after_loss(&mut n, 100);
     assert!(n.p.next_timer().is_none() && n.p.quiescent());
     assert!(gives(&n.at(150).msg(0, fwd_write(P, 2)), P, 2));
+}
+
+#[test]
+fn a_page_its_thread_has_not_used_yet_waits_for_that_thread_at_the_owner() {
+    // No minimum hold: only the thread that has not run keeps the page.
+    let mut n = node(ScSingleWriter::new(), 1, 0);
+    n.at(0).fault(P, Access::Write);
+    n.msg(0, write_grant(P));
+    n.ctx.unused = Some(P);
+    let out = n.at(100).msg(0, fwd_write(P, 2));
+    assert!(out.is_empty(), "the request waits: {out:?}");
+    assert_eq!(n.p.stats().requests_held, 0);
+    assert_eq!(n.p.stats().requests_kept_unused, 1);
+    assert_eq!(n.p.next_timer(), Some(100 + hold::RECHECK_NS));
+    assert!(n.p.quiescent(), "no hold: releases keep their fast path");
+    // Looked at again while the thread still has not run: waits on, re-armed.
+    let t = 100 + hold::RECHECK_NS;
+    assert!(n.at(t).timer().is_empty());
+    assert_eq!(n.p.next_timer(), Some(t + hold::RECHECK_NS));
+    // The thread has run (or the engine's bound has passed): the page goes.
+    n.ctx.unused = None;
+    let out = n.at(t + hold::RECHECK_NS).timer();
+    assert!(gives(&out, P, 2), "{out:?}");
+    assert!(n.p.next_timer().is_none());
+    // Other pages never waited.
+    n.ctx.unused = Some(P);
+    n.at(500).fault(Q, Access::Write);
+    n.msg(0, write_grant(Q));
+    assert!(gives(&n.at(600).msg(0, fwd_write(Q, 2)), Q, 2));
+}
+
+#[test]
+fn a_home_that_owns_a_page_its_thread_has_not_used_keeps_requests_in_its_queue() {
+    let mut h = node(ScSingleWriter::with_prefetch(0), 0, 0);
+    h.at(0).fault(P, Access::Write);
+    h.ctx.unused = Some(P);
+    assert!(h.at(10).msg(1, ProtoMsg::WriteReq { page: P }).is_empty());
+    assert!(h.at(20).msg(2, ProtoMsg::ReadReq { page: P }).is_empty());
+    assert_eq!(h.p.stats().requests_kept_unused, 2);
+    assert_eq!(h.p.next_timer(), Some(10 + hold::RECHECK_NS));
+    h.ctx.unused = None;
+    let out = h.at(10 + hold::RECHECK_NS).timer();
+    assert!(gives(&out, P, 1), "{out:?}");
+    assert!(
+        out.contains(&Action::Send {
+            to: 1,
+            msg: ProtoMsg::FwdRead { page: P, to: 2 },
+            attach: None
+        }),
+        "the read queued behind goes on to the new owner: {out:?}"
+    );
+    assert!(h.p.next_timer().is_none());
 }

@@ -92,6 +92,10 @@ pub struct SimConfig {
     /// (`Protocol::quiescent`); if it stops being quiescent meanwhile, `on_acquire` (no
     /// notices) runs late and the release runs normally. Default: on.
     pub fast_locks: bool,
+    /// Model the engine's `Context::install_unused`: a page whose installation woke a thread
+    /// counts as unused until that thread takes a step, for at most this much virtual time
+    /// (ns; 0 = never unused). Default: 200 µs.
+    pub unused_install_ns: u64,
 }
 
 impl SimConfig {
@@ -107,6 +111,7 @@ impl SimConfig {
             discard: Discard::NotHome,
             check_single_writer: false,
             fast_locks: true,
+            unused_install_ns: 200_000,
             trace_len: 48,
         }
     }
@@ -363,6 +368,10 @@ struct SimCtx {
     /// Virtual time: it moves only when a protocol timer runs (`Choice::Timer`), to that
     /// timer's time, so any step may come between arming a timer and its end.
     now: u64,
+    /// Pages whose installation woke a thread that has not taken a step since: (page,
+    /// thread, when); unused while younger than `unused_ns`.
+    unused: Vec<(PageId, ThreadId, u64)>,
+    unused_ns: u64,
 }
 
 impl Context for SimCtx {
@@ -377,6 +386,11 @@ impl Context for SimCtx {
     }
     fn now(&self) -> u64 {
         self.now
+    }
+    fn install_unused(&self, page: PageId) -> bool {
+        self.unused
+            .iter()
+            .any(|&(p, _, at)| p == page && self.now.saturating_sub(at) < self.unused_ns)
     }
 }
 
@@ -454,6 +468,8 @@ impl Cluster {
                     nodes: cfg.nodes,
                     home: cfg.home.clone(),
                     now: 0,
+                    unused: Vec::new(),
+                    unused_ns: cfg.unused_install_ns,
                 },
                 proto: factory(me),
                 sync: SyncState::new(me, cfg.nodes),
@@ -740,6 +756,10 @@ impl Cluster {
         let t = &self.threads[tid];
         let (node, pc, op) = (t.node, t.pc, t.prog[t.pc]);
         self.record(TraceEv::Thread { tid, node, pc, op });
+        self.nodes[node as usize]
+            .ctx
+            .unused
+            .retain(|&(_, t, _)| t != tid);
         match op {
             Op::Load { addr, reg } => {
                 if let Some(v) = self.access_word(tid, addr, None)? {
@@ -1110,10 +1130,16 @@ impl Cluster {
         if access == Access::None {
             return;
         }
-        for t in self.threads.iter_mut().filter(|t| t.node == node) {
+        let ctx = &mut self.nodes[node as usize].ctx;
+        for (tid, t) in self.threads.iter_mut().enumerate() {
+            if t.node != node {
+                continue;
+            }
             if let ThreadState::Fault { page: p, need } = t.state {
                 if p == page && need <= access {
                     t.state = ThreadState::Runnable;
+                    ctx.unused.retain(|&(_, u, _)| u != tid);
+                    ctx.unused.push((page, tid, ctx.now));
                 }
             }
         }

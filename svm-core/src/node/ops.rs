@@ -177,6 +177,7 @@ impl Node {
             c.pages_paired += ps.pages_paired;
             c.pairs_dropped += ps.pairs_dropped;
             c.requests_held += ps.requests_held;
+            c.requests_kept_unused += ps.requests_kept_unused;
             c.pages_pushed += ps.pages_pushed;
             c.copies_dropped += ps.copies_dropped;
         }

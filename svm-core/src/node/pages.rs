@@ -309,6 +309,7 @@ impl Node {
                         format!("waking a thread on page {page}")
                     }))?;
             }
+            st.installs.woke(w.tid, page, now);
             let dt = now.saturating_sub(w.since_ns);
             if w.need == Access::Write {
                 st.counters.write_fault_ns.record(dt);
@@ -428,7 +429,7 @@ impl Node {
         need: Access,
     ) -> Result<(), EngineError> {
         let mut acts = Vec::new();
-        let ctx = self.ctx(st.now);
+        let ctx = self.ctx(st.now, &st.installs);
         match st
             .protocols
             .get_mut(proto as usize)

@@ -159,7 +159,7 @@ impl Node {
         st.fanin.insert(token, (ids.len(), Vec::new()));
         for id in ids {
             let mut acts = Vec::new();
-            let ctx = self.ctx(st.now);
+            let ctx = self.ctx(st.now, &st.installs);
             if let Some(p) = st.protocols[id as usize].as_mut() {
                 hook(p.as_mut(), &ctx, &mut acts);
             }

@@ -1,4 +1,5 @@
-//! Scheduling attributes of the calling thread (`sched_setattr`).
+//! Scheduling attributes of the calling thread (`sched_setattr`), and the CPU time of a
+//! thread of this process.
 
 use super::SysError;
 
@@ -75,5 +76,60 @@ pub fn set_current_thread_sched(slice_ns: u64, nice: Option<i32>) -> Result<Appl
             set(own).map_err(fail)?;
             Ok(Applied::Both)
         }
+    }
+}
+
+/// The CPU time in ns that thread `tid` of this process has run so far (its per-thread CPU
+/// clock, as `pthread_getcpuclockid` builds it from the thread id), or None if there is no
+/// such thread (it ended). A thread's clock moves only while it runs: the engine compares
+/// two readings to learn whether a thread it woke has run since (`node/installs.rs`).
+pub fn thread_cpu_ns(tid: u32) -> Option<u64> {
+    // The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED): the complement of the id
+    // shifted past the three low bits, which say "per thread" (4) and "scheduler time" (2).
+    let id = ((!tid) << 3) as libc::clockid_t | 6;
+    let ts = nix::time::clock_gettime(nix::time::ClockId::from_raw(id)).ok()?;
+    Some(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thread_cpu_ns;
+    use std::sync::mpsc::channel;
+
+    #[test]
+    fn a_threads_cpu_clock_moves_only_while_it_runs() {
+        let (tid_tx, tid_rx) = channel();
+        let (go_tx, go_rx) = channel::<()>();
+        let (done_tx, done_rx) = channel::<()>();
+        let (end_tx, end_rx) = channel::<()>();
+        let t = std::thread::spawn(move || {
+            tid_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            go_rx.recv().unwrap();
+            let mut x = 0u64;
+            for i in 0..5_000_000u64 {
+                x = x.wrapping_add(std::hint::black_box(i));
+            }
+            done_tx.send(()).unwrap();
+            end_rx.recv().unwrap();
+            x
+        });
+        let tid = tid_rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let blocked = thread_cpu_ns(tid).expect("the thread's clock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(
+            thread_cpu_ns(tid),
+            Some(blocked),
+            "a blocked thread's clock stands still"
+        );
+        go_tx.send(()).unwrap();
+        done_rx.recv().unwrap();
+        let ran = thread_cpu_ns(tid).expect("the thread's clock");
+        assert!(
+            ran > blocked,
+            "{ran} > {blocked}: the clock moved while it ran"
+        );
+        end_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 }

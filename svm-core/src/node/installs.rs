@@ -1,0 +1,105 @@
+//! The page each application thread was last woken for, and whether it has run since: a
+//! page given away before its faulting thread ran again makes that thread fault again
+//! (`Context::install_unused`).
+
+use crate::sys::sched::thread_cpu_ns;
+use crate::PageId;
+
+/// How long after its installation a page counts as unused while its thread has not run
+/// (ns). A thread woken on a CPU that other nodes' threads keep busy may wait a scheduler
+/// slice or two (1.4 ms here) before it runs; beyond that the page goes anyway, so no
+/// request waits on a thread that does not run for a long time.
+pub(super) const UNUSED_INSTALL_MAX_NS: u64 = 3_000_000;
+
+#[derive(Debug, Clone, Copy)]
+struct Install {
+    tid: u32,
+    page: PageId,
+    /// The thread's CPU time when it was woken.
+    cpu_ns: u64,
+    /// When it was woken (ns, as `EngineState::now`).
+    at_ns: u64,
+}
+
+/// The last page each thread was woken for, while that is recent (a handful of entries: one
+/// per application thread at most).
+#[derive(Debug, Default)]
+pub(super) struct Installs {
+    last: Vec<Install>,
+}
+
+impl Installs {
+    /// Thread `tid` (0: unknown, not tracked) was woken at `now` because `page` became
+    /// accessible.
+    pub(super) fn woke(&mut self, tid: u32, page: PageId, now: u64) {
+        self.last
+            .retain(|i| i.tid != tid && now.saturating_sub(i.at_ns) < UNUSED_INSTALL_MAX_NS);
+        if tid == 0 {
+            return;
+        }
+        // A thread that is gone has no clock: nothing to wait for.
+        if let Some(cpu_ns) = thread_cpu_ns(tid) {
+            self.last.push(Install {
+                tid,
+                page,
+                cpu_ns,
+                at_ns: now,
+            });
+        }
+    }
+
+    /// Whether a thread was woken for `page` less than [`UNUSED_INSTALL_MAX_NS`] before
+    /// `now` and has not run since (its CPU clock has not moved, or it is gone).
+    pub(super) fn unused(&self, page: PageId, now: u64) -> bool {
+        self.last.iter().any(|i| {
+            i.page == page
+                && now.saturating_sub(i.at_ns) < UNUSED_INSTALL_MAX_NS
+                && thread_cpu_ns(i.tid) == Some(i.cpu_ns)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::channel;
+
+    #[test]
+    fn a_page_is_unused_until_its_thread_runs_or_the_bound_passes() {
+        let (tid_tx, tid_rx) = channel();
+        let (go_tx, go_rx) = channel::<()>();
+        let (done_tx, done_rx) = channel::<()>();
+        let t = std::thread::spawn(move || {
+            tid_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            go_rx.recv().unwrap();
+            done_tx.send(()).unwrap();
+        });
+        let tid = tid_rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20)); // blocked in recv by now
+        let mut installs = Installs::default();
+        installs.woke(tid, 7, 1_000);
+        installs.woke(0, 8, 1_000);
+        assert!(installs.unused(7, 2_000), "its thread has not run");
+        assert!(
+            !installs.unused(8, 2_000),
+            "no known thread waits for page 8"
+        );
+        assert!(
+            !installs.unused(9, 2_000),
+            "nothing was installed for page 9"
+        );
+        assert!(
+            !installs.unused(7, 1_000 + UNUSED_INSTALL_MAX_NS),
+            "the bound has passed"
+        );
+        go_tx.send(()).unwrap();
+        done_rx.recv().unwrap();
+        assert!(!installs.unused(7, 2_000), "its thread has run");
+        // A later wake of the same thread replaces its entry.
+        installs.woke(tid, 9, 3_000);
+        assert!(!installs.unused(7, 3_000));
+        t.join().unwrap();
+        // The thread is gone: nothing waits for its page.
+        assert!(!installs.unused(9, 4_000));
+    }
+}
