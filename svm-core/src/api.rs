@@ -251,19 +251,16 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
     }
     let boot = Bootstrap::from_env()?;
     let me = boot.rank;
-    // The engine's spin default compares the job's nodes with the CPUs the job may use: the
+    let nodes = boot.size as usize;
+    cfg.spin_polls
+        .get_or_insert_with(|| crate::node::engine::default_spin_polls(nodes));
+    // The engine's nice default compares the job's nodes with the CPUs the job may use: the
     // ones this process inherited from its launcher (`taskset -c 0 svmrun -n 2`: one), before
     // it binds itself to its share of them.
-    // So does the engine's nice default.
-    if cfg.spin_polls.is_none() || cfg.engine_nice.is_none() {
+    if cfg.engine_nice.is_none() {
         let job_cpus = svm_comm::placement::allowed_cpus()
             .map_or_else(|_| svm_comm::placement::online_cpus(), |c| c.len());
-        let nodes = boot.size as usize;
-        cfg.spin_polls
-            .get_or_insert_with(|| crate::node::engine::default_spin_polls(nodes, job_cpus));
-        if cfg.engine_nice.is_none() {
-            cfg.engine_nice = crate::node::engine::default_engine_nice(nodes, job_cpus);
-        }
+        cfg.engine_nice = crate::node::engine::default_engine_nice(nodes, job_cpus);
     }
     // Before this node starts any thread (the engine, link senders), so that they all run on
     // the node's CPUs.

@@ -45,8 +45,7 @@ pub struct Config {
     pub page_size: usize,
     /// `SVM_SPIN`: non-blocking polls the engine thread makes after activity, while a thread
     /// of its node waits for it, before it sleeps (0 = always sleep). Unset: 64 in a job of
-    /// one node, 2048 while the job has no more nodes than the CPUs it may use (the affinity
-    /// inherited from the launcher), else 0 (every empty poll yields the CPU; see
+    /// one node, else 2048 (every empty poll yields the CPU; see
     /// `node::engine::default_spin_polls`; `api::start_node` resolves it).
     pub spin_polls: Option<u32>,
     /// `SVM_CPUS`: the CPUs this node's threads run on (a CPU list: `0`, `2-3`, `0,4`), bound

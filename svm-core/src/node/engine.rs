@@ -14,19 +14,19 @@ pub(super) const DEFAULT_SPIN_POLLS: u32 = 2048;
 /// into an inter-processor TLB flush.
 pub(super) const DEFAULT_SPIN_POLLS_ALONE: u32 = 64;
 
-/// The default of `SVM_SPIN` for a job of `nodes` nodes on a host of `cpus` CPUs. With more
-/// nodes than CPUs the engines do not spin: their CPU time is taken from the application
-/// threads that would use the pages they fetch, and when several nodes write the same pages
-/// a node can lose a page again before its thread gets to run (the MP-MPICH SMI example
-/// `strided`, three writers at 4 nodes on 2 cores: 3.4–3.7 s without spinning, 1.8–40 s
-/// with 2048 polls).
-pub(crate) fn default_spin_polls(nodes: usize, cpus: usize) -> u32 {
+/// The default of `SVM_SPIN` for a job of `nodes` nodes, whatever the CPUs. With more nodes
+/// than CPUs the engines spin too: the yielding polls take CPU time only when no
+/// thread there has work, and a page a spinning engine fetches quickly no longer leaves
+/// before its thread has run (sc-sw's wait for the faulting thread, `node/installs.rs`).
+/// Without that wait the MP-MPICH SMI example `strided` (three writers, 4 nodes on 2 cores)
+/// took 9–40 s spinning against 3–4 s without; with it, 4 nodes on 2 CPUs, spinning against
+/// not: `strided` 2.6–2.9 → 1.1–1.5 s, `alltoall` 13.2–16.0 → 8.2 s, SPLASH-2 at p = 4
+/// raytrace 3.5–4.6 → 1.4–1.8 s, radix 14.4–17.7 → 6.7–8.0 s (docs/configuration.md).
+pub(crate) fn default_spin_polls(nodes: usize) -> u32 {
     if nodes == 1 {
         DEFAULT_SPIN_POLLS_ALONE
-    } else if nodes <= cpus {
-        DEFAULT_SPIN_POLLS
     } else {
-        0
+        DEFAULT_SPIN_POLLS
     }
 }
 
@@ -98,11 +98,10 @@ impl Node {
         let mut faults: Vec<Fault> = Vec::new();
         let mut closed = vec![false; self.nodes as usize];
         let mut idle_polls = 0u32;
-        // `api::start_node` resolves the default from the CPUs the job may use; a node built
-        // otherwise (tests) counts the host's.
-        let spin_polls = self.cfg.spin_polls.unwrap_or_else(|| {
-            default_spin_polls(self.nodes as usize, svm_comm::placement::online_cpus())
-        });
+        let spin_polls = self
+            .cfg
+            .spin_polls
+            .unwrap_or_else(|| default_spin_polls(self.nodes as usize));
         let mut last_check = now_ns();
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
@@ -415,13 +414,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn engines_spin_only_while_every_node_can_have_a_cpu() {
-        assert_eq!(default_spin_polls(1, 2), DEFAULT_SPIN_POLLS_ALONE);
-        assert_eq!(default_spin_polls(1, 1), DEFAULT_SPIN_POLLS_ALONE);
-        assert_eq!(default_spin_polls(2, 2), DEFAULT_SPIN_POLLS);
-        assert_eq!(default_spin_polls(3, 8), DEFAULT_SPIN_POLLS);
-        assert_eq!(default_spin_polls(3, 2), 0);
-        assert_eq!(default_spin_polls(8, 2), 0);
+    fn engines_spin_less_alone_and_preempt_only_while_every_node_can_have_a_cpu() {
+        assert_eq!(default_spin_polls(1), DEFAULT_SPIN_POLLS_ALONE);
+        assert_eq!(default_spin_polls(2), DEFAULT_SPIN_POLLS);
+        assert_eq!(default_spin_polls(8), DEFAULT_SPIN_POLLS);
         assert_eq!(
             default_engine_nice(2, 2),
             Some(crate::config::DEFAULT_ENGINE_NICE)
