@@ -45,9 +45,9 @@ impl Holds {
     /// Whether a request for `page` waits now: the page is held, or it was just installed for
     /// a thread of this node that has not run since (`Context::install_unused`, bounded in
     /// time by the engine). Taking the page from such a thread would only make it fault
-    /// again, and on a CPU shared by several nodes the pages of pages written by several
-    /// nodes could move on forever without a write (MP-MPICH's `strided` at 4 nodes on 2
-    /// CPUs). The second kind arms a re-check. Sequential consistency is unaffected: the
+    /// again: on CPUs shared by several nodes, pages that several nodes write could move on
+    /// and on with few writes made (MP-MPICH's `strided` at 4 nodes on 2 CPUs). The second
+    /// kind arms a re-check. Sequential consistency is unaffected: the
     /// page moves later, never out of order.
     pub(super) fn keeps(&mut self, ctx: &dyn Context, page: PageId) -> bool {
         let now = ctx.now();

@@ -309,7 +309,11 @@ impl Node {
                         format!("waking a thread on page {page}")
                     }))?;
             }
-            st.installs.woke(w.tid, page, now);
+            if st.handling_remote {
+                // Only a page that came from another node is worth keeping for its thread
+                // (and a local fault, a first touch say, pays no clock read).
+                st.installs.woke(w.tid, page, now);
+            }
             let dt = now.saturating_sub(w.since_ns);
             if w.need == Access::Write {
                 st.counters.write_fault_ns.record(dt);
