@@ -96,9 +96,10 @@ pub trait Context {
         0
     }
     /// Whether a thread of this node faulted on `page`, was woken by its installation a
-    /// moment ago (a bounded time) and has not run since: given away now, the page would
-    /// make that thread fault again without having used it. Default: no (a context without
-    /// threads).
+    /// moment ago (a bounded time) and has not run since the engine looked, right after the
+    /// wake-up: given away now, the page would usually make that thread fault again without
+    /// having used it (`svm-core/src/node/installs.rs` says when it has). Default: no (a
+    /// context without threads).
     fn install_unused(&self, _page: PageId) -> bool {
         false
     }

@@ -43,8 +43,8 @@ impl Holds {
     }
 
     /// Whether a request for `page` waits now: the page is held, or it was just installed for
-    /// a thread of this node that has not run since (`Context::install_unused`, bounded in
-    /// time by the engine). Taking the page from such a thread would only make it fault
+    /// a thread of this node that has not run since the engine looked after its wake-up
+    /// (`Context::install_unused`, bounded in time by the engine). Taking the page from such a thread would only make it fault
     /// again: on CPUs shared by several nodes, pages that several nodes write could move on
     /// and on with few writes made (MP-MPICH's `strided` at 4 nodes on 2 CPUs). The second
     /// kind arms a re-check. Sequential consistency is unaffected: the
