@@ -103,6 +103,18 @@ fn gives(out: &[Action], page: PageId, to: NodeId) -> bool {
     })
 }
 
+/// A home's `out` forwards node 2's read of P, queued behind node 1's write, to node 1.
+fn assert_read_forwarded_to_new_owner(out: &[Action]) {
+    assert!(
+        out.contains(&Action::Send {
+            to: 1,
+            msg: ProtoMsg::FwdRead { page: P, to: 2 },
+            attach: None
+        }),
+        "the read queued behind goes on to the new owner: {out:?}"
+    );
+}
+
 /// Node 1 (pages homed at node 0) writes P, loses it to node 2, and writes it again: the
 /// second write access is held from `t`.
 fn regain_after_loss(n: &mut At, t: u64) {
@@ -211,14 +223,7 @@ fn a_home_that_owns_a_held_page_keeps_requests_in_its_queue_until_the_hold_ends(
     assert_eq!(h.p.stats().requests_held, 2);
     let out = h.at(30 + HOLD).timer();
     assert!(gives(&out, P, 1), "{out:?}");
-    assert!(
-        out.contains(&Action::Send {
-            to: 1,
-            msg: ProtoMsg::FwdRead { page: P, to: 2 },
-            attach: None
-        }),
-        "the read queued behind goes on to the new owner: {out:?}"
-    );
+    assert_read_forwarded_to_new_owner(&out);
 }
 
 #[test]
@@ -270,13 +275,6 @@ fn a_home_that_owns_a_page_its_thread_has_not_used_keeps_requests_in_its_queue()
     h.ctx.unused = None;
     let out = h.at(10 + hold::RECHECK_NS).timer();
     assert!(gives(&out, P, 1), "{out:?}");
-    assert!(
-        out.contains(&Action::Send {
-            to: 1,
-            msg: ProtoMsg::FwdRead { page: P, to: 2 },
-            attach: None
-        }),
-        "the read queued behind goes on to the new owner: {out:?}"
-    );
+    assert_read_forwarded_to_new_owner(&out);
     assert!(h.p.next_timer().is_none());
 }

@@ -74,20 +74,12 @@ impl Installs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc::channel;
+    use crate::sys::sched::ParkedThread;
 
     #[test]
     fn a_page_is_unused_until_its_thread_runs_or_the_bound_passes() {
-        let (tid_tx, tid_rx) = channel();
-        let (go_tx, go_rx) = channel::<()>();
-        let (done_tx, done_rx) = channel::<()>();
-        let t = std::thread::spawn(move || {
-            tid_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
-            go_rx.recv().unwrap();
-            done_tx.send(()).unwrap();
-        });
-        let tid = tid_rx.recv().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20)); // blocked in recv by now
+        let t = ParkedThread::start();
+        let tid = t.tid;
         let mut installs = Installs::default();
         installs.woke(tid, 7, 1_000);
         installs.woke(0, 8, 1_000);
@@ -104,13 +96,12 @@ mod tests {
             !installs.unused(7, 1_000 + UNUSED_INSTALL_MAX_NS),
             "the bound has passed"
         );
-        go_tx.send(()).unwrap();
-        done_rx.recv().unwrap();
+        t.run_once();
         assert!(!installs.unused(7, 2_000), "its thread has run");
         // A later wake of the same thread replaces its entry.
         installs.woke(tid, 9, 3_000);
         assert!(!installs.unused(7, 3_000));
-        t.join().unwrap();
+        drop(t);
         // The thread is gone: nothing waits for its page.
         assert!(!installs.unused(9, 4_000));
     }

@@ -91,45 +91,80 @@ pub fn thread_cpu_ns(tid: u32) -> Option<u64> {
     Some(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
 }
 
+/// A thread for tests of CPU clocks: blocked, except while [`ParkedThread::run_once`] makes it
+/// compute for a moment; it ends when dropped.
+#[cfg(test)]
+pub(crate) struct ParkedThread {
+    pub(crate) tid: u32,
+    go: Option<std::sync::mpsc::Sender<()>>,
+    done: std::sync::mpsc::Receiver<()>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(test)]
+impl ParkedThread {
+    /// Starts the thread and waits until it is blocked.
+    pub(crate) fn start() -> Self {
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            tid_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            while go_rx.recv().is_ok() {
+                let mut x = 0u64;
+                for i in 0..5_000_000u64 {
+                    x = x.wrapping_add(std::hint::black_box(i));
+                }
+                std::hint::black_box(x);
+                done_tx.send(()).unwrap();
+            }
+        });
+        let tid = tid_rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20)); // blocked in recv by now
+        ParkedThread {
+            tid,
+            go: Some(go),
+            done,
+            handle: Some(handle),
+        }
+    }
+
+    /// Lets the thread compute once, and waits until it is done (and about to block again).
+    pub(crate) fn run_once(&self) {
+        self.go.as_ref().unwrap().send(()).unwrap();
+        self.done.recv().unwrap();
+    }
+}
+
+#[cfg(test)]
+impl Drop for ParkedThread {
+    fn drop(&mut self) {
+        self.go.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::thread_cpu_ns;
-    use std::sync::mpsc::channel;
+    use super::{thread_cpu_ns, ParkedThread};
 
     #[test]
     fn a_threads_cpu_clock_moves_only_while_it_runs() {
-        let (tid_tx, tid_rx) = channel();
-        let (go_tx, go_rx) = channel::<()>();
-        let (done_tx, done_rx) = channel::<()>();
-        let (end_tx, end_rx) = channel::<()>();
-        let t = std::thread::spawn(move || {
-            tid_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
-            go_rx.recv().unwrap();
-            let mut x = 0u64;
-            for i in 0..5_000_000u64 {
-                x = x.wrapping_add(std::hint::black_box(i));
-            }
-            done_tx.send(()).unwrap();
-            end_rx.recv().unwrap();
-            x
-        });
-        let tid = tid_rx.recv().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let blocked = thread_cpu_ns(tid).expect("the thread's clock");
+        let t = ParkedThread::start();
+        let blocked = thread_cpu_ns(t.tid).expect("the thread's clock");
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert_eq!(
-            thread_cpu_ns(tid),
+            thread_cpu_ns(t.tid),
             Some(blocked),
             "a blocked thread's clock stands still"
         );
-        go_tx.send(()).unwrap();
-        done_rx.recv().unwrap();
-        let ran = thread_cpu_ns(tid).expect("the thread's clock");
+        t.run_once();
+        let ran = thread_cpu_ns(t.tid).expect("the thread's clock");
         assert!(
             ran > blocked,
             "{ran} > {blocked}: the clock moved while it ran"
         );
-        end_tx.send(()).unwrap();
-        t.join().unwrap();
     }
 }
