@@ -25,7 +25,7 @@ pub(super) const UNUSED_INSTALL_MAX_NS: u64 = 3_000_000;
 struct Install {
     tid: u32,
     page: PageId,
-    /// The thread's CPU time when it was woken.
+    /// The thread's CPU time when the engine read it, right after the wake-up.
     cpu_ns: u64,
     /// When it was woken (ns, as `EngineState::now`).
     at_ns: u64,
