@@ -385,13 +385,9 @@ impl ScSingleWriter {
         | ProtoMsg::FwdWrite { page, .. }
         | ProtoMsg::FwdExclusive { page, .. } = *msg
         {
-            if self.holds.keeps(ctx, page) {
+            if let Some(keep) = self.holds.keeps(ctx, page) {
                 self.holds.deferred.push((from, msg.clone()));
-                if self.holds.is_held(page, ctx.now()) {
-                    self.stats.requests_held += 1;
-                } else {
-                    self.stats.requests_kept_unused += 1;
-                }
+                self.count_kept(keep);
                 return;
             }
         }
@@ -661,12 +657,21 @@ impl ScSingleWriter {
         let m = self.managed_page(ctx, page);
         m.queue.push_back((from, kind));
         let owned_here = m.owner == ctx.me() && from != ctx.me();
-        if owned_here && self.holds.is_held(page, ctx.now()) {
-            self.stats.requests_held += 1;
-        } else if owned_here && ctx.install_unused(page) {
-            self.stats.requests_kept_unused += 1;
+        if let Some(keep) = owned_here
+            .then(|| self.holds.keep_reason(ctx, page))
+            .flatten()
+        {
+            self.count_kept(keep);
         }
         self.mgr_advance(ctx, page, out);
+    }
+
+    /// Counts a request that waits for `keep`.
+    fn count_kept(&mut self, keep: hold::Keep) {
+        match keep {
+            hold::Keep::Hold => self.stats.requests_held += 1,
+            hold::Keep::ForThread => self.stats.requests_kept_unused += 1,
+        }
     }
 
     /// Starts queued operations until one is in progress or the queue is empty.
@@ -682,7 +687,7 @@ impl ScSingleWriter {
                 return;
             }
             let other_waits = m.owner == me && m.queue.front().is_some_and(|&(req, _)| req != me);
-            if other_waits && self.holds.keeps(ctx, page) {
+            if other_waits && self.holds.keeps(ctx, page).is_some() {
                 // This node holds the page, or its thread has not used it yet: the request
                 // waits for the hold's end or the re-check.
                 return;

@@ -37,32 +37,48 @@ pub(super) struct Holds {
 /// again (ns).
 pub(super) const RECHECK_NS: u64 = 50_000;
 
+/// Why a request for a page waits ([`Holds::keeps`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    /// The page is held (the minimum hold).
+    Hold,
+    /// The page was just installed for a thread of this node that has not run since.
+    ForThread,
+}
+
 impl Holds {
     pub(super) fn is_held(&self, page: PageId, now: u64) -> bool {
         self.until.iter().any(|&(t, p)| p == page && t > now)
     }
 
-    /// Whether a request for `page` waits now: the page is held, or it was just installed for
-    /// a thread of this node that has not run since the engine looked after its wake-up
-    /// (`Context::install_unused`, bounded in time by the engine). Taking the page from such a thread would only make it fault
-    /// again: on CPUs shared by several nodes, pages that several nodes write could move on
-    /// and on with few writes made (MP-MPICH's `strided` at 4 nodes on 2 CPUs). The second
-    /// kind arms a re-check. Sequential consistency is unaffected: the
-    /// page moves later, never out of order.
-    pub(super) fn keeps(&mut self, ctx: &dyn Context, page: PageId) -> bool {
-        let now = ctx.now();
-        if self.is_held(page, now) {
-            return true;
+    /// Why a request for `page` waits now, if it does: the page is held, or it was just
+    /// installed for a thread of this node that has not run since the engine looked after its
+    /// wake-up (`Context::install_unused`, bounded in time by the engine). Taking the page
+    /// from such a thread would only make it fault again: on CPUs shared by several nodes,
+    /// pages that several nodes write could move on and on with few writes made (MP-MPICH's
+    /// `strided` at 4 nodes on 2 CPUs). No side effect.
+    pub(super) fn keep_reason(&self, ctx: &dyn Context, page: PageId) -> Option<Keep> {
+        if self.is_held(page, ctx.now()) {
+            Some(Keep::Hold)
+        } else if ctx.install_unused(page) {
+            Some(Keep::ForThread)
+        } else {
+            None
         }
-        if !ctx.install_unused(page) {
-            return false;
+    }
+
+    /// [`Holds::keep_reason`], arming a re-check for a page kept for its thread. Sequential
+    /// consistency is unaffected: the page moves later, never out of order.
+    pub(super) fn keeps(&mut self, ctx: &dyn Context, page: PageId) -> Option<Keep> {
+        let keep = self.keep_reason(ctx, page);
+        if keep == Some(Keep::ForThread) {
+            self.recheck_at
+                .get_or_insert(ctx.now().saturating_add(RECHECK_NS));
+            if !self.rechecks.contains(&page) {
+                self.rechecks.push(page);
+            }
         }
-        self.recheck_at
-            .get_or_insert(now.saturating_add(RECHECK_NS));
-        if !self.rechecks.contains(&page) {
-            self.rechecks.push(page);
-        }
-        true
+        keep
     }
 
     /// The earliest of the holds' and the re-check's timers.
@@ -103,7 +119,7 @@ impl ScSingleWriter {
     ) {
         let mut go = Vec::new();
         for (from, msg) in std::mem::take(&mut self.holds.deferred) {
-            if self.holds.keeps(ctx, msg.page()) {
+            if self.holds.keeps(ctx, msg.page()).is_some() {
                 self.holds.deferred.push((from, msg));
             } else {
                 go.push((from, msg));
@@ -113,7 +129,7 @@ impl ScSingleWriter {
             self.handle(ctx, from, &msg, out);
         }
         for &page in ended {
-            if ctx.home(page) == ctx.me() && !self.holds.keeps(ctx, page) {
+            if ctx.home(page) == ctx.me() && self.holds.keeps(ctx, page).is_none() {
                 self.mgr_advance(ctx, page, out);
             }
         }

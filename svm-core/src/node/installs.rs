@@ -19,7 +19,7 @@ use crate::PageId;
 /// (ns). A thread woken on a CPU that other nodes' threads keep busy may wait a scheduler
 /// slice or two (1.4 ms here) before it runs; beyond that the page goes anyway, so no
 /// request waits on a thread that does not run for a long time.
-pub(super) const UNUSED_INSTALL_MAX_NS: u64 = 3_000_000;
+const UNUSED_INSTALL_MAX_NS: u64 = 3_000_000;
 
 #[derive(Debug, Clone, Copy)]
 struct Install {
