@@ -51,15 +51,13 @@ void svm_splash_create_n(void (*fn)(void), long n);
  * macros count them): CREATE(fn, P) dispatches P-1 and runs fn on the caller itself. */
 void svm_splash_wait_for_end(long n);
 
-/* Locks: LOCKINIT returns a fresh job-wide id; ALOCKINIT(a, n) returns the first of n ids. */
-long svm_splash_lock_new(void);
-long svm_splash_lock_array_new(long n);
-void svm_splash_lock(long id);
-void svm_splash_unlock(long id);
-
-/* Barriers: BARINIT returns an id; BARRIER(b, n) waits for n participants. */
-long svm_splash_barrier_new(void);
-void svm_splash_barrier(long id, long n);
+/* Locks and barriers are named by the address of their LOCKDEC / ALOCKDEC element / BARDEC
+ * variable, as in the suite's pthread macros (the variable's contents are never read or
+ * written): every node runs the program at the same addresses. Nothing to initialise. */
+void svm_splash_lock_at(const void *lock);
+void svm_splash_unlock_at(const void *lock);
+/* BARRIER(b, n): waits for n participants. */
+void svm_splash_barrier_at(const void *barrier, long n);
 
 /* Pause flags (PAUSEDEC/PAUSEINIT/SETPAUSE/WAITPAUSE/CLEARPAUSE; EVENT/PAUSE too). */
 long svm_splash_pause_new(void);
@@ -69,7 +67,7 @@ void svm_splash_pause_clear(long id);
 
 /* Splash-3 condition variables: wait releases `lock`, waits for a signal, re-acquires `lock`. */
 long svm_splash_condvar_new(void);
-void svm_splash_condvar_wait(long cv, long lock);
+void svm_splash_condvar_wait(long cv, const void *lock);
 void svm_splash_condvar_signal(long cv);
 void svm_splash_condvar_broadcast(long cv);
 

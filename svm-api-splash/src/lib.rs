@@ -6,24 +6,31 @@
 //! - the master runs `main`; every other node parks in a worker loop and runs what `CREATE`
 //!   ships to it (a function address: every node runs the same binary at the same addresses,
 //!   which is checked at start);
-//! - `G_MALLOC` is job-wide from any node; locks, barriers, pause flags and condition
-//!   variables are integer ids valid on every node;
+//! - `G_MALLOC` is job-wide from any node; locks and barriers are named by the address of
+//!   their variable (the same on every node), pause flags and condition variables by integer
+//!   ids valid on every node;
 //! - `exit(status)` anywhere ends the job with that status; `MAIN_END` ends it with 0.
 //!
 //! No panic crosses the C boundary: every exported function catches it and ends the job.
 
 use std::ffi::{c_char, c_int, c_long, c_ulong, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use svm_core::api::{self, InitOptions, SharedSlice};
 use svm_core::sys;
 use svm_core::workers::{self, fail, guard, or_fail, Procs};
 
-/// Base of the lock ids guarding pause flags and condition variables.
+/// Base of the lock ids guarding pause flags and condition variables (plus the word's address
+/// in words: below `OBJECT_ADDR_LIMIT / 8`).
 const WORD_LOCKS: u64 = workers::PERSONALITY_IDS;
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Base of the ids of the locks the program declares (`LOCKDEC`, `ALOCKDEC`, `GSDEC`).
+const ADDR_LOCKS: u64 = WORD_LOCKS + OBJECT_ADDR_LIMIT / 8;
+/// Base of the ids of the barriers the program declares (`BARDEC`).
+const ADDR_BARRIERS: u64 = ADDR_LOCKS + OBJECT_ADDR_LIMIT / 8;
+/// Objects are named by addresses below this (x86-64 and AArch64 user space with 4-level
+/// paging; the kernel maps nothing above unless a program asks for it with a hint).
+const OBJECT_ADDR_LIMIT: u64 = 1 << 47;
 
 fn procs() -> &'static Procs {
     match workers::procs() {
@@ -136,42 +143,45 @@ pub extern "C" fn svm_splash_wait_for_end(n: c_long) {
     guard("WAIT_FOR_END", || procs().wait_done(n.max(0) as usize))
 }
 
-fn new_ids(n: u64) -> u64 {
-    let p = procs();
-    let k = NEXT_ID.fetch_add(n.max(1), Ordering::Relaxed);
-    // Unique job-wide: node number in the high bits, a per-node counter below.
-    ((p.me as u64 + 1) << 36) | k
+/// The job-wide id of the lock or barrier whose `LOCKDEC`/`ALOCKDEC`/`BARDEC` variable is at
+/// `addr`: `base` plus the address in words. As in the suite's own pthread macros, a lock *is*
+/// its variable: `LOCK(x)` passes `&x` and never reads `x`. Reading an id stored in `x` would
+/// fetch `x`'s page, which in the suite's programs also holds what the lock guards (a free-list
+/// head, a task queue, a counter): under sc-sw every `LOCK` after another node's write there
+/// was a read fault before the acquisition, and the holder's next write a fault too. Every node
+/// runs the program at the same addresses (checked at start), so the id is the same on all
+/// nodes. Two variables of 8 bytes are at least 8 bytes apart, so their ids differ, and
+/// consecutive ids spread over the managers (`id % nodes`).
+fn object_id(base: u64, addr: *const c_void, what: &str) -> u64 {
+    let a = addr as u64;
+    if a >= OBJECT_ADDR_LIMIT {
+        fail(&format!(
+            "{what}: the object at {addr:p} is outside the user address space this runtime names \
+             objects in (below {OBJECT_ADDR_LIMIT:#x}); declare it in a global or in G_MALLOC memory"
+        ));
+    }
+    base + a / 8
 }
 
 #[no_mangle]
-pub extern "C" fn svm_splash_lock_new() -> c_long {
-    guard("LOCKINIT", || new_ids(1) as c_long)
+pub extern "C" fn svm_splash_lock_at(lock: *const c_void) {
+    guard("LOCK", || {
+        or_fail(api::lock_id(object_id(ADDR_LOCKS, lock, "LOCK")))
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn svm_splash_lock_array_new(n: c_long) -> c_long {
-    guard("ALOCKINIT", || new_ids(n.max(1) as u64) as c_long)
+pub extern "C" fn svm_splash_unlock_at(lock: *const c_void) {
+    guard("UNLOCK", || {
+        or_fail(api::unlock_id(object_id(ADDR_LOCKS, lock, "UNLOCK")))
+    })
 }
 
 #[no_mangle]
-pub extern "C" fn svm_splash_lock(id: c_long) {
-    guard("LOCK", || or_fail(api::lock_id(id as u64)))
-}
-
-#[no_mangle]
-pub extern "C" fn svm_splash_unlock(id: c_long) {
-    guard("UNLOCK", || or_fail(api::unlock_id(id as u64)))
-}
-
-#[no_mangle]
-pub extern "C" fn svm_splash_barrier_new() -> c_long {
-    guard("BARINIT", || new_ids(1) as c_long)
-}
-
-#[no_mangle]
-pub extern "C" fn svm_splash_barrier(id: c_long, n: c_long) {
+pub extern "C" fn svm_splash_barrier_at(barrier: *const c_void, n: c_long) {
     guard("BARRIER", || {
-        or_fail(api::Barrier::new(id as u64, n.clamp(1, u32::MAX as c_long) as u32).wait())
+        let id = object_id(ADDR_BARRIERS, barrier, "BARRIER");
+        or_fail(api::Barrier::new(id, n.clamp(1, u32::MAX as c_long) as u32).wait())
     })
 }
 
@@ -244,14 +254,15 @@ pub extern "C" fn svm_splash_condvar_new() -> c_long {
 }
 
 #[no_mangle]
-pub extern "C" fn svm_splash_condvar_wait(cv: c_long, lock: c_long) {
+pub extern "C" fn svm_splash_condvar_wait(cv: c_long, lock: *const c_void) {
     guard("CONDVARWAIT", || {
+        let lock = object_id(ADDR_LOCKS, lock, "CONDVARWAIT");
         let (w, l) = word(cv);
         // The caller holds `lock`: read the generation before letting signallers in.
         let generation = locked(l, || w.get(0));
-        or_fail(api::unlock_id(lock as u64));
+        or_fail(api::unlock_id(lock));
         wait_until(l, || w.get(0) != generation);
-        or_fail(api::lock_id(lock as u64));
+        or_fail(api::lock_id(lock));
     })
 }
 
