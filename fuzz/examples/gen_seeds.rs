@@ -32,7 +32,7 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
         (Msg::Sync(SyncMsg::LockForward { lock: 9, to: 1, try_only: false }), vec![]),
         (Msg::Sync(SyncMsg::LockTryDone { lock: 9, to: 2, granted: true }), vec![]),
         (Msg::Sync(SyncMsg::BarrierArrive { barrier: 0, count: 4, notices: vec![] }), vec![]),
-        (Msg::Sync(SyncMsg::BarrierRelease { barrier: 0, arrivals: 2, notices: vec![8, 9] }), vec![]),
+        (Msg::Sync(SyncMsg::BarrierRelease { barrier: 0, arrivals: 2, notices: vec![8, 9], nodes: 2 }), vec![]),
         (Msg::Sync(SyncMsg::BarrierMismatch { barrier: 3, expected: 4, got: 5 }), vec![]),
         (Msg::Goodbye, vec![]),
         (Msg::Abort { reason: "node 2 lost".into(), code: 70 }, vec![1, 2, 3]),

@@ -176,8 +176,12 @@ enum ReleaseCont {
 enum SyncKind {
     /// `on_release` / `on_acquire`: a lock or a semaphore.
     LockOrSem,
-    /// `on_barrier_arrive` / `on_barrier_depart`: a barrier of a count of threads.
+    /// `on_barrier_arrive` / `on_barrier_depart`: a barrier of a count of threads (at its
+    /// departure: one every node took part in).
     Barrier,
+    /// `on_partial_barrier_depart`: the departure of a barrier of a count of threads that some
+    /// node took no part in; `others`: another node did.
+    PartialBarrier { others: bool },
     /// `on_all_nodes_barrier_arrive` / `_depart`: a barrier of every node, one thread each.
     AllNodesBarrier,
 }

@@ -232,6 +232,24 @@ pub trait Protocol: Send {
         self.on_acquire(ctx, token, notices, out)
     }
 
+    /// This node's threads leave a barrier of a count of threads that some node of the job
+    /// took no part in (a barrier of a subset of the nodes); `others`: whether another node
+    /// took part. Such a node did not hear this episode's notices, and a participant may know
+    /// of writes (from an earlier such episode) that the others of this one did not hear of.
+    /// Same contract as [`Protocol::on_barrier_depart`], which the engine calls when every
+    /// node took part. Default: `on_barrier_depart`.
+    fn on_partial_barrier_depart(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        others: bool,
+        out: &mut Vec<Action>,
+    ) {
+        let _ = others;
+        self.on_barrier_depart(ctx, token, notices, out)
+    }
+
     /// A local thread arrives at a barrier of every node of the job, one thread each, that
     /// passes by messages (the global barrier; `SyncState::barrier_all_arrive`): every node
     /// arrives at it and departs it ([`Protocol::on_all_nodes_barrier_depart`]), in the same

@@ -126,11 +126,14 @@ pub(crate) struct HomeMw {
     since_release: BTreeSet<PageId>,
     /// Pages written since the last barrier arrival.
     since_barrier: BTreeSet<PageId>,
-    /// Pages written since the last arrival at a barrier of every node. A barrier of some
-    /// threads (a count) hands its notices to its participants only: a node that takes no
-    /// part in it must still hear of the writes at the next barrier it shares with this node,
-    /// so such a barrier does not clear this set.
+    /// Pages written since the last barrier that every node took part in. A barrier of some
+    /// of the nodes hands its notices to its participants only: a node that took no part in
+    /// it must still hear of the writes at the next barrier it shares with this node, so such
+    /// a barrier does not clear this set (see `partial_since`).
     since_all_nodes: BTreeSet<PageId>,
+    /// This node passed a barrier some node took no part in since the last barrier every node
+    /// passed: its barrier arrivals name `since_all_nodes` too, until such a barrier.
+    partial_since: bool,
     /// Lock acquires minus lock releases on this node: critical sections open.
     open: u32,
     /// Pages to fetch again at the next barrier departure (`refetch`).
@@ -167,6 +170,7 @@ impl HomeMw {
             since_release: BTreeSet::new(),
             since_barrier: BTreeSet::new(),
             since_all_nodes: BTreeSet::new(),
+            partial_since: false,
             open: 0,
             refetch: BTreeSet::new(),
             push: true,
@@ -764,6 +768,16 @@ macro_rules! home_mw_protocol {
                     out: &mut Vec<Action>,
                 ) {
                     self.0.on_barrier_depart(ctx, token, notices, true, out)
+                }
+                fn on_partial_barrier_depart(
+                    &mut self,
+                    ctx: &dyn Context,
+                    token: u64,
+                    notices: &[PageId],
+                    others: bool,
+                    out: &mut Vec<Action>,
+                ) {
+                    self.0.on_partial_barrier_depart(ctx, token, notices, others, out)
                 }
                 fn quiescent(&self) -> bool {
                     self.0.quiescent()

@@ -188,9 +188,15 @@ impl HomeMw {
         self.flush(ctx, Some((token, notices)), PushAfter::Nothing, out);
     }
 
-    /// Nothing a barrier arrival would flush, wait for or hand over as notices.
+    /// Nothing a barrier arrival would flush, wait for or hand over as notices, and no barrier
+    /// of some nodes passed since the last of every node: the next departure must tell this
+    /// node how many nodes took part (a barrier through shared memory does not), because this
+    /// node may have heard of writes the others of its next barrier must drop their copies for.
     pub(crate) fn barrier_quiescent(&self) -> bool {
-        self.quiescent() && self.since_barrier.is_empty() && self.since_all_nodes.is_empty()
+        self.quiescent()
+            && self.since_barrier.is_empty()
+            && self.since_all_nodes.is_empty()
+            && !self.partial_since
     }
 
     /// Nothing a release would flush, wait for or hand over as notices.
@@ -217,6 +223,9 @@ impl HomeMw {
                 all.extend(self.since_release.iter().copied());
                 if all_nodes {
                     all.append(&mut self.since_all_nodes);
+                } else if self.partial_since {
+                    // Nodes outside an earlier barrier of some nodes have not heard of these.
+                    all.extend(self.since_all_nodes.iter().copied());
                 }
                 if self.open == 0 {
                     self.since_release.clear();
@@ -248,9 +257,65 @@ impl HomeMw {
         out.push(Action::AcquireDone { token });
     }
 
-    /// A barrier departure; `all_nodes`: of the barrier of every node, whose notices the
-    /// pages pushed since the last departure already hold (`push`).
+    /// The departure of a barrier every node took part in; `all_nodes`: of the barrier of
+    /// every node (one thread each), whose notices the pages pushed since the last departure
+    /// already hold (`push`).
     pub(crate) fn on_barrier_depart(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        all_nodes: bool,
+        out: &mut Vec<Action>,
+    ) {
+        if self.mode == Mode::Notices {
+            // Every node heard of the writes this node's arrival named (all of
+            // `since_all_nodes` after a barrier of some nodes, else what it had not named at
+            // an earlier barrier of every node); what was written since the arrival is in
+            // `since_barrier`.
+            let since_arrival = &self.since_barrier;
+            self.since_all_nodes.retain(|p| since_arrival.contains(p));
+            self.partial_since = false;
+        }
+        self.depart(ctx, token, notices, all_nodes, out)
+    }
+
+    /// The departure of a barrier some node took no part in (`others`: another node did).
+    /// Scope consistency makes every write that precedes the barrier visible to its
+    /// participants, also the writes of a node outside it that reached a participant through
+    /// an earlier barrier of some nodes (a participant names its own writes, not what it
+    /// heard). Their homes hold them (a release waits for its diffs to be acknowledged beyond
+    /// two nodes, and this needs three), so with another node at the barrier every copy of a
+    /// page homed elsewhere is dropped. Barriers of some nodes are rare (the personalities'
+    /// barriers take every node); a barrier of every node costs nothing of this.
+    pub(crate) fn on_partial_barrier_depart(
+        &mut self,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        others: bool,
+        out: &mut Vec<Action>,
+    ) {
+        if self.mode != Mode::Notices {
+            return self.depart(ctx, token, notices, false, out);
+        }
+        self.partial_since = true;
+        if !others {
+            return self.depart(ctx, token, notices, false, out);
+        }
+        let me = ctx.me();
+        let mut all: BTreeSet<PageId> = notices.iter().copied().collect();
+        all.extend(
+            self.pages
+                .iter()
+                .filter(|(&p, np)| ctx.home(p) != me && (np.access != Access::None || np.fetching))
+                .map(|(&p, _)| p),
+        );
+        let all: Vec<PageId> = all.into_iter().collect();
+        self.depart(ctx, token, &all, false, out)
+    }
+
+    fn depart(
         &mut self,
         ctx: &dyn Context,
         token: u64,

@@ -263,6 +263,17 @@ fn wire_len(msg: &svm_comm::wire::Msg, data: usize) -> u64 {
     (frame + data) as u64
 }
 
+/// Which protocol hook a barrier departure runs (as the engine chooses it).
+#[derive(Debug, Clone, Copy)]
+enum Departure {
+    /// `on_all_nodes_barrier_depart`: the all-nodes (dissemination) barrier.
+    AllNodes,
+    /// `on_barrier_depart`: a counted barrier every node took part in.
+    EveryNode,
+    /// `on_partial_barrier_depart`: a counted barrier some node took no part in.
+    Partial { others: bool },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ThreadState {
     Runnable,
@@ -1188,6 +1199,7 @@ impl Cluster {
                     waiters,
                     notices,
                     all_nodes,
+                    nodes: took_part,
                     ..
                 } => {
                     let tids = waiters
@@ -1206,7 +1218,14 @@ impl Cluster {
                     if global {
                         self.nodes[node as usize].sync.clear_lock_notices();
                     }
-                    self.start_barrier_depart(node, tids, &notices, all_nodes)?;
+                    let kind = match all_nodes {
+                        true => Departure::AllNodes,
+                        false if took_part as usize >= self.nodes.len() => Departure::EveryNode,
+                        false => Departure::Partial {
+                            others: took_part > 1,
+                        },
+                    };
+                    self.start_barrier_depart(node, tids, &notices, kind)?;
                 }
                 SyncEvent::Linger { lock } => {
                     if !self.lingers.contains(&(node, lock)) {
@@ -1285,7 +1304,7 @@ impl Cluster {
         node: NodeId,
         tids: Vec<ThreadId>,
         notices: &[PageId],
-        all_nodes: bool,
+        kind: Departure,
     ) -> SimResult {
         let nd = &mut self.nodes[node as usize];
         let token = nd.token(Pending::Acquire { tids: tids.clone() });
@@ -1293,12 +1312,13 @@ impl Cluster {
             self.threads[tid].state = ThreadState::Acquire(token);
         }
         let mut out = Vec::new();
-        if all_nodes {
-            nd.proto
-                .on_all_nodes_barrier_depart(&nd.ctx, token, notices, &mut out);
-        } else {
-            nd.proto
-                .on_barrier_depart(&nd.ctx, token, notices, &mut out);
+        let p = &mut nd.proto;
+        match kind {
+            Departure::AllNodes => p.on_all_nodes_barrier_depart(&nd.ctx, token, notices, &mut out),
+            Departure::EveryNode => p.on_barrier_depart(&nd.ctx, token, notices, &mut out),
+            Departure::Partial { others } => {
+                p.on_partial_barrier_depart(&nd.ctx, token, notices, others, &mut out)
+            }
         }
         self.exec(node, out, None)
     }

@@ -530,6 +530,51 @@ pub fn all_nodes_barrier_phases<C: Sim>(s: &Subject) {
     }
 }
 
+/// Counted barriers of different subsets of the nodes, 3 nodes, one thread each. Every node
+/// first reads a word (so each holds a copy of its page), then all three meet (barrier 10),
+/// then node 0 writes the word and meets node 1 alone (barrier 11). Node 2, which was not
+/// there, must read node 0's value when it
+/// - meets node 0 (barrier 12): the write precedes a barrier they share;
+/// - meets node 1 only (barrier 13): the write reached node 1 through barrier 11, and scope
+///   consistency makes every write that precedes a barrier visible to its participants;
+/// - meets both at a barrier of every node (barrier 14).
+///
+/// The homes are random (per seed), so the word's page may be homed on any of the three.
+pub fn subset_barriers<C: Sim>(s: &Subject) {
+    let word = addr(1, 0);
+    let all = |id| Op::Barrier { id, count: 3 };
+    let pair = |id| Op::Barrier { id, count: 2 };
+    let read = Op::Load { addr: word, reg: 0 };
+    let write = Op::Store {
+        addr: word,
+        value: 5,
+    };
+    let cases: [(&str, Op, [Vec<Op>; 2]); 3] = [
+        ("direct", pair(12), [vec![pair(12)], vec![]]),
+        ("through node 1", pair(13), [vec![], vec![pair(13)]]),
+        ("every node", all(14), [vec![all(14)], vec![all(14)]]),
+    ];
+    for seed in 0..seeds() {
+        for (case, meet, [then0, then1]) in &cases {
+            let mut c = cluster::<C>(s, 3, seed);
+            let mut p0 = vec![read, all(10), write, pair(11)];
+            p0.extend(then0.iter().copied());
+            let mut p1 = vec![read, all(10), pair(11)];
+            p1.extend(then1.iter().copied());
+            c.spawn(0, p0);
+            c.spawn(1, p1);
+            let reader = c.spawn(2, vec![read, all(10), *meet, read]);
+            run(s, &mut c, "subset barriers");
+            assert_eq!(
+                c.log(reader),
+                &[0, 5],
+                "{} / subset barriers ({case}), seed {seed}: node 2 read [before, after]",
+                s.name
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------- random DRF programs
 
 /// A random data-race-free program: per thread, the ops and which of its loads are
@@ -1617,6 +1662,10 @@ macro_rules! conformance_suite {
                 super::all_nodes_barrier_phases::<Cluster>(&SUBJECT)
             }
             #[test]
+            fn subset_barriers() {
+                super::subset_barriers::<Cluster>(&SUBJECT)
+            }
+            #[test]
             fn pushed_pages_two_nodes() {
                 super::pushed_pages_two_nodes::<Cluster>(&SUBJECT)
             }
@@ -1682,6 +1731,10 @@ macro_rules! conformance_suite {
                 #[test]
                 fn all_nodes_barrier_phases() {
                     super::super::all_nodes_barrier_phases::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn subset_barriers() {
+                    super::super::subset_barriers::<EngineCluster>(&SUBJECT)
                 }
                 #[test]
                 fn random_drf() {

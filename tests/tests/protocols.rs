@@ -60,6 +60,7 @@ const FALSESHARE_ARGS: [&str; 3] = ["20", "512", "4"];
 const REGIONS_ITERS: u64 = 20;
 const REGIONS_NOTICE_ITERS: u64 = 1000;
 const LITMUS_ROUNDS: u64 = 200;
+const SUBSETS_ROUNDS: u64 = 30;
 /// The long run: lock operations per node in the write-notice loop.
 const SOAK_NOTICE_ITERS: u64 = 10_000;
 const SOAK_NODES: usize = 4;
@@ -246,6 +247,19 @@ fn regions(protocol: &str, fault: &str, transport: &str, nodes: usize) {
     );
 }
 
+/// Barriers of some of the nodes (`subsets`): every write before one is visible to its
+/// participants, also one that reached a participant through an earlier such barrier, and a
+/// later barrier of every node makes it visible to the others.
+fn subsets(protocol: &str, fault: &str, transport: &str, nodes: usize) {
+    let rounds = SUBSETS_ROUNDS.to_string();
+    let out = run(protocol, fault, transport, nodes, "subsets", &[&rounds]);
+    let line = only_line(&out, &["subsets", "direct="]);
+    for case in ["direct", "through", "every"] {
+        assert_eq!(word_value(line, case), Some("OK"), "{case}\n{out}");
+    }
+    assert_eq!(word_value(line, "rounds"), Some(rounds.as_str()), "{out}");
+}
+
 fn litmus(fault: &str, transport: &str, nodes: usize) {
     let rounds = LITMUS_ROUNDS.to_string();
     let out = run("sc-sw", fault, transport, nodes, "litmus", &[&rounds]);
@@ -403,6 +417,10 @@ macro_rules! protocol_cases {
                 #[test]
                 fn regions_3_nodes() {
                     regions(PROTOCOL, FAULT, TRANSPORT, 3)
+                }
+                #[test]
+                fn subsets_3_nodes() {
+                    subsets(PROTOCOL, FAULT, TRANSPORT, 3)
                 }
             });
         });

@@ -171,10 +171,13 @@ pub enum SyncMsg {
         notices: Vec<PageId>,
     },
     /// Barrier manager → node: the barrier is complete; wake `arrivals` threads of this node.
+    /// `nodes`: how many nodes had threads at this episode (a protocol must know whether some
+    /// node took no part: it did not hear the notices).
     BarrierRelease {
         barrier: u64,
         arrivals: u32,
         notices: Vec<PageId>,
+        nodes: u32,
     },
     /// Barrier manager → node: an arrival named a count that differs from the round's.
     BarrierMismatch {

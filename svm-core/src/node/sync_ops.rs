@@ -44,6 +44,7 @@ impl Node {
                     waiters,
                     notices,
                     all_nodes,
+                    nodes,
                 } => {
                     if barrier == GLOBAL_BARRIER {
                         // Every node takes part in the global barrier: notices kept for locks
@@ -61,7 +62,8 @@ impl Node {
                     );
                     let kind = match all_nodes {
                         true => SyncKind::AllNodesBarrier,
-                        false => SyncKind::Barrier,
+                        false if nodes >= self.nodes as u32 => SyncKind::Barrier,
+                        false => SyncKind::PartialBarrier { others: nodes > 1 },
                     };
                     self.acquire_all(st, token, &notices, kind)?;
                 }
@@ -113,7 +115,9 @@ impl Node {
     ) -> Result<(), EngineError> {
         self.in_every_protocol(st, token, |p, ctx, acts| match kind {
             SyncKind::LockOrSem => p.on_release(ctx, token, acts),
-            SyncKind::Barrier => p.on_barrier_arrive(ctx, token, acts),
+            SyncKind::Barrier | SyncKind::PartialBarrier { .. } => {
+                p.on_barrier_arrive(ctx, token, acts)
+            }
             SyncKind::AllNodesBarrier => p.on_all_nodes_barrier_arrive(ctx, token, acts),
         })
     }
@@ -130,6 +134,9 @@ impl Node {
         self.in_every_protocol(st, token, |p, ctx, acts| match kind {
             SyncKind::LockOrSem => p.on_acquire(ctx, token, notices, acts),
             SyncKind::Barrier => p.on_barrier_depart(ctx, token, notices, acts),
+            SyncKind::PartialBarrier { others } => {
+                p.on_partial_barrier_depart(ctx, token, notices, others, acts)
+            }
             SyncKind::AllNodesBarrier => p.on_all_nodes_barrier_depart(ctx, token, notices, acts),
         })
     }

@@ -130,6 +130,7 @@ impl AllNodesBarrier {
             waiters: vec![waiter],
             notices: std::mem::take(&mut self.heard).into_iter().collect(),
             all_nodes: true,
+            nodes: nodes as u32,
         });
     }
 

@@ -57,12 +57,14 @@ pub enum SyncEvent {
     Linger { lock: u64 },
     /// Barrier complete for these waiters of this node; run the acquire with `notices` once,
     /// then wake them. `all_nodes`: a barrier of every node, one thread each
-    /// ([`SyncState::barrier_all_arrive`]), which every node departs as it arrived.
+    /// ([`SyncState::barrier_all_arrive`]), which every node departs as it arrived. `nodes`:
+    /// how many nodes had threads at this episode (the job's size when every node took part).
     BarrierDone {
         barrier: u64,
         waiters: Vec<Waiter>,
         notices: Vec<PageId>,
         all_nodes: bool,
+        nodes: u32,
     },
     /// The manager refused `waiter`'s arrival: its count differs from the round's.
     BarrierMismatch {
@@ -673,6 +675,7 @@ impl SyncState {
                 }
                 if b.arrived >= b.count {
                     let all = std::mem::take(&mut b.notices);
+                    let took_part = b.per_node.iter().filter(|&&a| a > 0).count() as u32;
                     for (node, &arrivals) in b.per_node.iter().enumerate() {
                         if arrivals > 0 {
                             out.push(SyncEvent::Send {
@@ -681,6 +684,7 @@ impl SyncState {
                                     barrier: *barrier,
                                     arrivals,
                                     notices: notices_for(&all, node as NodeId),
+                                    nodes: took_part,
                                 },
                             });
                         }
@@ -693,6 +697,7 @@ impl SyncState {
                 barrier,
                 arrivals,
                 notices,
+                nodes,
             } => {
                 let b = self.barriers.entry(*barrier).or_default();
                 let n = (*arrivals as usize).min(b.waiters.len());
@@ -702,6 +707,7 @@ impl SyncState {
                     waiters,
                     notices: notices.clone(),
                     all_nodes: false,
+                    nodes: *nodes,
                 });
             }
             SyncMsg::BarrierRound {

@@ -380,6 +380,7 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
                     waiters: vec![1, 3],
                     notices: vec![],
                     all_nodes: false,
+                    nodes: 2,
                 }
             ),
             (
@@ -389,6 +390,7 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
                     waiters: vec![4],
                     notices: vec![],
                     all_nodes: false,
+                    nodes: 2,
                 }
             ),
         ]
@@ -405,6 +407,8 @@ fn barrier_mismatch_is_refused_and_the_round_still_completes() {
                 waiters: vec![5],
                 notices: vec![],
                 all_nodes: false,
+                // Only node 0 took part in this episode.
+                nodes: 1,
             }
         )]
     );
