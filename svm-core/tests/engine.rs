@@ -404,6 +404,40 @@ fn a_write_released_under_a_lock_is_announced_at_the_next_shared_memory_barrier(
     let _ = std::fs::remove_file(&path);
 }
 
+/// scope over the shared-memory barrier, 3 nodes: node 0 writes a page and meets node 1
+/// alone; node 1, which has nothing of its own to hand over, then meets node 2 alone. That
+/// barrier must still go through the messages (node 1 passed a barrier of some nodes, so it
+/// may have heard of writes node 2 has not), or node 2 keeps its stale copy.
+#[test]
+fn a_barrier_of_some_nodes_after_another_goes_through_the_messages() {
+    let job = start_job(3, "scope", FailureMode::EndJob);
+    let (_hb, path) = use_host_barrier(&job, "subsets");
+    let page = job.nodes[0].space.alloc_local(4096).expect("allocation");
+    job.run(|node, mem| {
+        for round in 1..=3u64 {
+            // Every node holds a copy (node 0 is the page's home).
+            assert_eq!(load_u64(mem, page), round - 1, "node {}", node.me);
+            assert_eq!(node.barrier(10, 3), WaitResult::BarrierDone);
+            match node.me {
+                0 => {
+                    store_u64(mem, page, round);
+                    assert_eq!(node.barrier(11, 2), WaitResult::BarrierDone);
+                }
+                1 => {
+                    assert_eq!(node.barrier(11, 2), WaitResult::BarrierDone);
+                    assert_eq!(node.barrier(13, 2), WaitResult::BarrierDone);
+                }
+                _ => {
+                    assert_eq!(node.barrier(13, 2), WaitResult::BarrierDone);
+                    assert_eq!(load_u64(mem, page), round, "round {round}: stale copy");
+                }
+            }
+            assert_eq!(node.barrier(10, 3), WaitResult::BarrierDone);
+        }
+    });
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A frame from `from` to the tapped node, as `from`'s engine would send it.
 fn frame(msg: &Msg, from: NodeId) -> Vec<u8> {
     wire::encode(msg, from, 0, &[]).expect("encodes")

@@ -235,6 +235,16 @@ impl Node {
                 }
             }
             ReleaseCont::HostBarrierArrive { waiter } => {
+                // A barrier through shared memory carries no notices: the protocols whose
+                // hooks run around it promise to return none
+                // (`Protocol::barrier_hooks_without_messages`). Dropping them would lose
+                // writes, so a protocol that breaks the promise ends the job.
+                if !notices.is_empty() {
+                    return Err(EngineError::Protocol(format!(
+                        "a protocol returned {} write notices at an arrival at a barrier through shared memory, which carries none (it asks for barrier_hooks_without_messages); run with SVM_HOST_BARRIER=0 and report this",
+                        notices.len()
+                    )));
+                }
                 self.complete(st, waiter, WaitResult::Released)
             }
         }
