@@ -16,6 +16,7 @@ use svm_comm::loopback::{self, LoopbackTap};
 use svm_comm::wire::{self, Msg, ProtoMsg};
 use svm_core::fault::mem::MemBackend;
 use svm_core::node::{FailureMode, Node, WaitResult};
+use svm_core::protocol::{protocol_id, Access, Action, Context, PageId, Protocol};
 use svm_core::NodeId;
 
 /// How long one access may wait for the engines (the nodes' own waits end the test process
@@ -436,6 +437,125 @@ fn a_barrier_of_some_nodes_after_another_goes_through_the_messages() {
         }
     });
     let _ = std::fs::remove_file(&path);
+}
+
+/// A protocol that breaks the shared-memory barrier's contract: it asks for the barrier hooks
+/// without messages and still names a page at its arrival.
+struct NoticesAtHostBarrier;
+
+impl Protocol for NoticesAtHostBarrier {
+    fn name(&self) -> &'static str {
+        "sc-sw"
+    }
+    fn on_fault(&mut self, _: &dyn Context, _: PageId, _: Access, _: &mut Vec<Action>) {}
+    fn on_message(
+        &mut self,
+        _: &dyn Context,
+        _: NodeId,
+        _: &ProtoMsg,
+        _: usize,
+        _: &mut Vec<Action>,
+    ) {
+    }
+    fn on_release(&mut self, _: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        out.push(Action::ReleaseDone {
+            token,
+            notices: Vec::new(),
+        });
+    }
+    fn on_acquire(&mut self, _: &dyn Context, token: u64, _: &[PageId], out: &mut Vec<Action>) {
+        out.push(Action::AcquireDone { token });
+    }
+    fn on_barrier_arrive(&mut self, _: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        out.push(Action::ReleaseDone {
+            token,
+            notices: vec![3],
+        });
+    }
+    fn barrier_hooks_without_messages(&self) -> bool {
+        true
+    }
+    fn quiescent(&self) -> bool {
+        true
+    }
+    fn barrier_quiescent(&self) -> bool {
+        true
+    }
+    fn describe(&self, page: PageId) -> String {
+        format!("page {page}: a test protocol")
+    }
+}
+
+/// Notices a protocol returns at an arrival at a barrier through shared memory would be lost
+/// (that barrier carries none): the node ends with an error saying so. A failed engine ends
+/// the process of a thread waiting on it, so the job runs in a child process (this test
+/// binary, asked for this test alone with `SVM_ENGINE_TEST_CHILD` set).
+#[test]
+fn notices_at_a_shared_memory_barrier_arrival_end_the_node() {
+    const TEST: &str = "notices_at_a_shared_memory_barrier_arrival_end_the_node";
+    if std::env::var_os("SVM_ENGINE_TEST_CHILD").is_some() {
+        return notices_at_a_shared_memory_barrier_arrival_child();
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut child = std::process::Command::new(exe)
+        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+        .env("SVM_ENGINE_TEST_CHILD", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("child starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("child status").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the child did not end within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("child output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(
+        stderr.contains("node 0: protocol error: a protocol returned 1 write notices at an arrival at a barrier through shared memory"),
+        "{stderr}"
+    );
+}
+
+fn notices_at_a_shared_memory_barrier_arrival_child() {
+    let cfg = common::config("sc-sw", 20);
+    let (links, _taps) = loopback::mesh(2).expect("loopback links");
+    let nodes: Vec<Arc<Node>> = links
+        .into_iter()
+        .enumerate()
+        .map(|(me, links)| {
+            let mem = MemBackend::new(cfg.page_size).expect("in-memory backend");
+            let mut parts = common::node_parts(
+                &cfg,
+                me as NodeId,
+                2,
+                Box::new(mem),
+                links,
+                FailureMode::Keep,
+            );
+            let id = protocol_id("sc-sw").expect("sc-sw") as usize;
+            parts.protocols[id] = Some(Box::new(NoticesAtHostBarrier));
+            Node::start(parts).expect("node starts")
+        })
+        .collect();
+    let path = std::env::temp_dir().join(format!(
+        "svm-engine-host-barrier-contract-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let hb = HostBarrier::in_new_file(&path).expect("barrier slots");
+    for node in &nodes {
+        node.use_host_barrier(hb.clone());
+    }
+    let _ = std::fs::remove_file(&path);
+    // The arrival hook runs before the barrier: node 0's engine fails, which ends this
+    // process (status 70) while the thread waits.
+    nodes[0].barrier(7, 2);
+    panic!("the barrier returned although the engine should have failed");
 }
 
 /// A frame from `from` to the tapped node, as `from`'s engine would send it.
