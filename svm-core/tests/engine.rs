@@ -305,13 +305,18 @@ fn barrier_messages_sent(node: &Node) -> u64 {
 /// Shared-memory barrier slots in a fresh file named after `what`, used by every node of
 /// `job`; the slots and the file's path (to remove at the end).
 fn use_host_barrier(job: &TestJob, what: &str) -> (HostBarrier, std::path::PathBuf) {
+    host_barrier_for(&job.nodes, what)
+}
+
+/// [`use_host_barrier`] for any set of nodes.
+fn host_barrier_for(nodes: &[Arc<Node>], what: &str) -> (HostBarrier, std::path::PathBuf) {
     let path = std::env::temp_dir().join(format!(
         "svm-engine-host-barrier-{what}-{}",
         std::process::id()
     ));
     let _ = std::fs::remove_file(&path);
     let hb = HostBarrier::in_new_file(&path).expect("barrier slots");
-    for node in &job.nodes {
+    for node in nodes {
         node.use_host_barrier(hb.clone());
     }
     (hb, path)
@@ -542,15 +547,7 @@ fn notices_at_a_shared_memory_barrier_arrival_child() {
             Node::start(parts).expect("node starts")
         })
         .collect();
-    let path = std::env::temp_dir().join(format!(
-        "svm-engine-host-barrier-contract-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    let hb = HostBarrier::in_new_file(&path).expect("barrier slots");
-    for node in &nodes {
-        node.use_host_barrier(hb.clone());
-    }
+    let (_hb, path) = host_barrier_for(&nodes, "contract");
     let _ = std::fs::remove_file(&path);
     // The arrival hook runs before the barrier: node 0's engine fails, which ends this
     // process (status 70) while the thread waits.

@@ -335,10 +335,12 @@ fn every_other_macro() {
     run_everywhere("macros", |n| words(&format!("-p {n}")));
 }
 
-/// `"KEY":N` of every JSON stats object on stderr (lines `[K] {...}`).
-fn stat_per_node(out: &Output, key: &str) -> Vec<u64> {
+/// `"KEY":N` of the JSON stats object of each of the `nodes` nodes on stderr (lines
+/// `[K] {...}`); panics unless there is one per node.
+fn stat_per_node(out: &Output, nodes: usize, key: &str) -> Vec<u64> {
     let pat = format!("\"{key}\":");
-    out.stderr
+    let values: Vec<u64> = out
+        .stderr
         .lines()
         .filter_map(|line| {
             let json = &line[line.find('{')?..];
@@ -346,7 +348,13 @@ fn stat_per_node(out: &Output, key: &str) -> Vec<u64> {
             let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
             digits.parse().ok()
         })
-        .collect()
+        .collect();
+    assert_eq!(
+        values.len(),
+        nodes,
+        "expected one stats object with {key} per node\n{out}"
+    );
+    values
 }
 
 #[test]
@@ -356,12 +364,7 @@ fn a_huge_bss_is_shared_lazily() {
     let envs = [("SVM_STATS", "json")];
     build("bigbss", &scratch).run_matrix(&NODES, &FAULTS, args, &envs, |nodes, out| {
         out.assert_success().assert_stdout_contains("PASS bigbss");
-        let fetched = stat_per_node(out, "pages_fetched");
-        assert_eq!(
-            fetched.len(),
-            nodes,
-            "expected one stats object with pages_fetched per node\n{out}"
-        );
+        let fetched = stat_per_node(out, nodes, "pages_fetched");
         // 512 MiB are 131072 pages: a lazy data segment fetches a handful.
         assert!(
             fetched.iter().all(|&p| p <= 64),
@@ -381,12 +384,7 @@ fn locks_and_barriers_do_not_read_their_page() {
     let envs = [("SVM_STATS", "json")];
     build("lockaddr", &scratch).run_matrix(&NODES, &FAULTS, args, &envs, |nodes, out| {
         out.assert_success().assert_stdout_contains("PASS lockaddr");
-        let remote = stat_per_node(out, "remote_faults");
-        assert_eq!(
-            remote.len(),
-            nodes,
-            "expected one stats object with remote_faults per node\n{out}"
-        );
+        let remote = stat_per_node(out, nodes, "remote_faults");
         // The rest of the run (the data segment, the counter of part 2) takes a few dozen.
         let total: u64 = remote.iter().sum();
         assert!(
