@@ -29,7 +29,7 @@ use svm_comm::wire::{self, Msg};
 use crate::config::{Config, StatsMode};
 use crate::fault::{Fault, FaultBackend, WaiterRef};
 use crate::page_table::{PageTable, PageWaiter};
-use crate::protocol::{Action, Context, Protocol};
+use crate::protocol::{Action, BarrierDeparture, Context, Protocol};
 use crate::space::Space;
 use crate::stats::{Counters, Stats};
 use crate::sync::fast::FastLock;
@@ -174,15 +174,11 @@ enum ReleaseCont {
 /// Which protocol hooks a release or an acquire runs (`Node::release_all`, `acquire_all`).
 #[derive(Debug, Clone, Copy)]
 enum SyncKind {
-    /// `on_release` / `on_acquire`: a lock or a semaphore.
+    /// `on_release`: a lock or a semaphore.
     LockOrSem,
-    /// `on_barrier_arrive` / `on_barrier_depart`: a barrier of a count of threads (at its
-    /// departure: one every node took part in).
+    /// `on_barrier_arrive`: a barrier of a count of threads.
     Barrier,
-    /// `on_partial_barrier_depart`: the departure of a barrier of a count of threads that some
-    /// node took no part in; `others`: another node did.
-    PartialBarrier { others: bool },
-    /// `on_all_nodes_barrier_arrive` / `_depart`: a barrier of every node, one thread each.
+    /// `on_all_nodes_barrier_arrive`: a barrier of every node, one thread each.
     AllNodesBarrier,
 }
 

@@ -176,6 +176,52 @@ pub struct ProtocolStats {
     pub copies_dropped: u64,
 }
 
+/// Which hook a barrier's departure runs on a node. The engine and the protocol simulators
+/// choose it alike, from the departure's `SyncEvent::BarrierDone`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierDeparture {
+    /// The barrier of every node, one thread each ([`Protocol::on_all_nodes_barrier_depart`]).
+    AllNodes,
+    /// A barrier of a count of threads that every node took part in
+    /// ([`Protocol::on_barrier_depart`]).
+    EveryNode,
+    /// A barrier of a count of threads that some node took no part in
+    /// ([`Protocol::on_partial_barrier_depart`]); `others`: another node than this one did.
+    Partial { others: bool },
+}
+
+impl BarrierDeparture {
+    /// The departure of a barrier of every node, one thread each (`all_nodes`), or of one that
+    /// `took_part` nodes of a job of `nodes` had threads at.
+    pub fn of(all_nodes: bool, took_part: u32, nodes: usize) -> Self {
+        match all_nodes {
+            true => BarrierDeparture::AllNodes,
+            false if took_part as usize >= nodes => BarrierDeparture::EveryNode,
+            false => BarrierDeparture::Partial {
+                others: took_part > 1,
+            },
+        }
+    }
+
+    /// Runs this departure's hook of `p`.
+    pub fn run(
+        self,
+        p: &mut dyn Protocol,
+        ctx: &dyn Context,
+        token: u64,
+        notices: &[PageId],
+        out: &mut Vec<Action>,
+    ) {
+        match self {
+            BarrierDeparture::AllNodes => p.on_all_nodes_barrier_depart(ctx, token, notices, out),
+            BarrierDeparture::EveryNode => p.on_barrier_depart(ctx, token, notices, out),
+            BarrierDeparture::Partial { others } => {
+                p.on_partial_barrier_depart(ctx, token, notices, others, out)
+            }
+        }
+    }
+}
+
 /// A page coherence protocol (one instance per node per protocol in use).
 pub trait Protocol: Send {
     /// The `--protocol` name (`sc-sw`, `sc-mw`, `scope`).

@@ -656,12 +656,10 @@ impl ScSingleWriter {
     ) {
         let m = self.managed_page(ctx, page);
         m.queue.push_back((from, kind));
-        let owned_here = m.owner == ctx.me() && from != ctx.me();
-        if let Some(keep) = owned_here
-            .then(|| self.holds.keep_reason(ctx, page))
-            .flatten()
-        {
-            self.count_kept(keep);
+        if m.owner == ctx.me() && from != ctx.me() {
+            if let Some(keep) = self.holds.keep_reason(ctx, page) {
+                self.count_kept(keep);
+            }
         }
         self.mgr_advance(ctx, page, out);
     }

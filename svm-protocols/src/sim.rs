@@ -45,7 +45,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use svm_comm::wire::SyncMsg;
 use svm_core::protocol::{
-    Access, Action, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
+    Access, Action, BarrierDeparture, Context, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
 };
 use svm_core::sync::{SyncEvent, SyncState};
 
@@ -261,17 +261,6 @@ pub struct RunStats {
 fn wire_len(msg: &svm_comm::wire::Msg, data: usize) -> u64 {
     let frame = svm_comm::wire::encode(msg, 0, 0, &[]).map_or(0, |f| f.len());
     (frame + data) as u64
-}
-
-/// Which protocol hook a barrier departure runs (as the engine chooses it).
-#[derive(Debug, Clone, Copy)]
-enum Departure {
-    /// `on_all_nodes_barrier_depart`: the all-nodes (dissemination) barrier.
-    AllNodes,
-    /// `on_barrier_depart`: a counted barrier every node took part in.
-    EveryNode,
-    /// `on_partial_barrier_depart`: a counted barrier some node took no part in.
-    Partial { others: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1218,14 +1207,8 @@ impl Cluster {
                     if global {
                         self.nodes[node as usize].sync.clear_lock_notices();
                     }
-                    let kind = match all_nodes {
-                        true => Departure::AllNodes,
-                        false if took_part as usize >= self.nodes.len() => Departure::EveryNode,
-                        false => Departure::Partial {
-                            others: took_part > 1,
-                        },
-                    };
-                    self.start_barrier_depart(node, tids, &notices, kind)?;
+                    let departure = BarrierDeparture::of(all_nodes, took_part, self.nodes.len());
+                    self.start_barrier_depart(node, tids, &notices, departure)?;
                 }
                 SyncEvent::Linger { lock } => {
                     if !self.lingers.contains(&(node, lock)) {
@@ -1304,7 +1287,7 @@ impl Cluster {
         node: NodeId,
         tids: Vec<ThreadId>,
         notices: &[PageId],
-        kind: Departure,
+        departure: BarrierDeparture,
     ) -> SimResult {
         let nd = &mut self.nodes[node as usize];
         let token = nd.token(Pending::Acquire { tids: tids.clone() });
@@ -1312,14 +1295,7 @@ impl Cluster {
             self.threads[tid].state = ThreadState::Acquire(token);
         }
         let mut out = Vec::new();
-        let p = &mut nd.proto;
-        match kind {
-            Departure::AllNodes => p.on_all_nodes_barrier_depart(&nd.ctx, token, notices, &mut out),
-            Departure::EveryNode => p.on_barrier_depart(&nd.ctx, token, notices, &mut out),
-            Departure::Partial { others } => {
-                p.on_partial_barrier_depart(&nd.ctx, token, notices, others, &mut out)
-            }
-        }
+        departure.run(nd.proto.as_mut(), &nd.ctx, token, notices, &mut out);
         self.exec(node, out, None)
     }
 

@@ -85,7 +85,7 @@ impl Node {
                 result: WaitResult::Granted,
             },
         );
-        self.acquire_all(st, token, &[], super::SyncKind::LockOrSem)
+        self.acquire_all(st, token, &[], None)
     }
 
     /// The engine is about to change `lock`'s state: takes its fast-path word back, adopting a

@@ -60,12 +60,8 @@ impl Node {
                             result: WaitResult::BarrierDone,
                         },
                     );
-                    let kind = match all_nodes {
-                        true => SyncKind::AllNodesBarrier,
-                        false if nodes >= self.nodes as u32 => SyncKind::Barrier,
-                        false => SyncKind::PartialBarrier { others: nodes > 1 },
-                    };
-                    self.acquire_all(st, token, &notices, kind)?;
+                    let departure = BarrierDeparture::of(all_nodes, nodes, self.nodes as usize);
+                    self.acquire_all(st, token, &notices, Some(departure))?;
                 }
                 SyncEvent::BarrierMismatch {
                     waiter,
@@ -115,29 +111,23 @@ impl Node {
     ) -> Result<(), EngineError> {
         self.in_every_protocol(st, token, |p, ctx, acts| match kind {
             SyncKind::LockOrSem => p.on_release(ctx, token, acts),
-            SyncKind::Barrier | SyncKind::PartialBarrier { .. } => {
-                p.on_barrier_arrive(ctx, token, acts)
-            }
+            SyncKind::Barrier => p.on_barrier_arrive(ctx, token, acts),
             SyncKind::AllNodesBarrier => p.on_all_nodes_barrier_arrive(ctx, token, acts),
         })
     }
 
-    /// Runs an acquire (lock grant, semaphore grant, barrier departure) in every protocol; the
-    /// waiters wake when all have answered.
+    /// Runs an acquire in every protocol: a lock or semaphore grant (`departure` None) or a
+    /// barrier departure; the waiters wake when all have answered.
     pub(super) fn acquire_all(
         &self,
         st: &mut EngineState,
         token: u64,
         notices: &[PageId],
-        kind: SyncKind,
+        departure: Option<BarrierDeparture>,
     ) -> Result<(), EngineError> {
-        self.in_every_protocol(st, token, |p, ctx, acts| match kind {
-            SyncKind::LockOrSem => p.on_acquire(ctx, token, notices, acts),
-            SyncKind::Barrier => p.on_barrier_depart(ctx, token, notices, acts),
-            SyncKind::PartialBarrier { others } => {
-                p.on_partial_barrier_depart(ctx, token, notices, others, acts)
-            }
-            SyncKind::AllNodesBarrier => p.on_all_nodes_barrier_depart(ctx, token, notices, acts),
+        self.in_every_protocol(st, token, |p, ctx, acts| match departure {
+            None => p.on_acquire(ctx, token, notices, acts),
+            Some(d) => d.run(p, ctx, token, notices, acts),
         })
     }
 
@@ -184,7 +174,7 @@ impl Node {
     ) -> Result<(), EngineError> {
         let token = Self::new_token(st);
         st.acquires.insert(token, AcquireCont { waiters, result });
-        self.acquire_all(st, token, notices, SyncKind::LockOrSem)
+        self.acquire_all(st, token, notices, None)
     }
 
     pub(super) fn release_done(
