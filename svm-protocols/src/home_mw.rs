@@ -60,7 +60,7 @@ struct NodePage {
     /// again.
     stale_fetch: bool,
     /// Fetches of the page at barrier departures after it was invalidated (`refetch`).
-    refetch: refetch::Budget,
+    refetch: crate::budget::Budget,
 }
 
 /// Who waits for the invalidations a home started.

@@ -36,8 +36,8 @@ use std::collections::HashMap;
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
 
-use super::refetch::Budget;
 use super::{HomeMw, Mode};
+use crate::budget::Budget;
 
 /// Pushes a fetch earns, at first.
 pub(super) const PUSH_BUDGET: u8 = 8;

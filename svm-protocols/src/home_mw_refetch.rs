@@ -25,40 +25,6 @@ pub(super) const REFETCH_BUDGET: u8 = 8;
 /// The most a demand fault earns (see the module docs).
 pub(super) const REFETCH_BUDGET_MAX: u8 = 128;
 
-/// A per-page budget of things done unasked for a reader (fetches at departures here, the
-/// home's pushes in `push`): a use of the page earns `first` of them; a use after the budget
-/// ran out (it was all used, and the page still is) earns twice the last, up to `max`.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Budget {
-    /// Left to do.
-    left: u8,
-    /// What the next use earns (0: never used).
-    refill: u8,
-}
-
-impl Budget {
-    /// The page was used: a fresh budget.
-    pub(super) fn earn(&mut self, first: u8, max: u8) {
-        self.refill = match self.refill {
-            0 => first,
-            n if self.left == 0 => n.saturating_mul(2).min(max),
-            n => n,
-        };
-        self.left = self.refill;
-    }
-
-    /// Takes one from the budget; false when none is left.
-    pub(super) fn take(&mut self) -> bool {
-        let had = self.left > 0;
-        self.left = self.left.saturating_sub(1);
-        had
-    }
-
-    pub(super) fn left(&self) -> u8 {
-        self.left
-    }
-}
-
 impl HomeMw {
     /// A fault makes this node fetch `page`: it reads the page, so refetches of it are used.
     pub(super) fn note_demand_fetch(&mut self, page: PageId) {

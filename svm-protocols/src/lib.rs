@@ -2,6 +2,7 @@
 //! and the deterministic simulators the conformance suite runs them in: `sim`, the protocol-level
 //! cluster, and `engine_sim`, the same programs on the real engine of every node.
 
+mod budget;
 pub mod engine_sim;
 mod home_mw;
 pub mod sc_multi_writer;

@@ -168,14 +168,10 @@ struct ManagerPage {
     /// Nodes that asked to read the page: the home pushes them a copy at its barrier
     /// arrivals after writing it (`sc_single_writer_push.rs`).
     consumers: NodeSet,
-    /// Pushes left before the consumers must ask again (`push_refill` per request).
-    push_budget: u8,
-    /// Pushes a read request earns: `push::PUSH_BUDGET` at first, doubled (up to
-    /// `push::PUSH_BUDGET_MAX`) each time a consumer asks again after the budget ran out.
-    push_refill: u8,
-    /// The budget ran out since the last read request: the next one shows the consumer still
-    /// reads the page.
-    push_ran_out: bool,
+    /// Pushes left before the consumers must ask again: a read request earns
+    /// `push::PUSH_BUDGET` at first, twice the last (up to `push::PUSH_BUDGET_MAX`) when the
+    /// consumer asks again after the budget ran out.
+    push: crate::budget::Budget,
     /// The home's release epoch (`ScSingleWriter::epoch`) of its last write: a read request
     /// from another node in the same epoch means the page is read while it is written (a
     /// stencil updated in place), not handed over at barriers.
@@ -336,9 +332,7 @@ impl ScSingleWriter {
             written_remotely: false,
             ahead_wasted: false,
             consumers: NodeSet::new(),
-            push_budget: 0,
-            push_refill: push::PUSH_BUDGET,
-            push_ran_out: false,
+            push: Default::default(),
             written_epoch: None,
             no_push: false,
             migratory: 0,

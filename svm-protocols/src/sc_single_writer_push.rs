@@ -47,10 +47,7 @@ impl ScSingleWriter {
             return;
         }
         m.consumers.insert(reader);
-        if std::mem::take(&mut m.push_ran_out) {
-            m.push_refill = m.push_refill.saturating_mul(2).min(PUSH_BUDGET_MAX);
-        }
-        m.push_budget = m.push_refill;
+        m.push.earn(PUSH_BUDGET, PUSH_BUDGET_MAX);
     }
 
     /// This node got write access to `page`: if it is the page's home and the page has
@@ -96,10 +93,9 @@ impl ScSingleWriter {
             if targets.is_empty() {
                 continue;
             }
-            m.push_budget = m.push_budget.saturating_sub(1);
-            if m.push_budget == 0 {
+            m.push.take();
+            if m.push.left() == 0 {
                 m.consumers.clear();
-                m.push_ran_out = true;
             }
             for &r in &targets {
                 m.copyset.insert(r);
