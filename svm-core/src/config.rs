@@ -73,6 +73,11 @@ pub struct Config {
     /// read copies of the pages it wrote to the nodes that asked to read them before;
     /// `1` (default) or `0`.
     pub push: bool,
+    /// `SVM_LOCK_PAGES`: pages that travel with their lock — a node asks for the pages a
+    /// lock's critical sections wrote along with the lock, and keeps them while the lock's
+    /// token is here and wanted elsewhere (protocols that support it: `sc-sw`); `0` (default:
+    /// SPLASH-2 radiosity loses more than raytrace gains, docs/protocols.md) or `1`.
+    pub lock_pages: bool,
     /// `SVM_ENGINE_SLICE_US`: the time slice (µs) the engine thread asks the kernel for
     /// (`sched_setattr`), so that its wake-ups preempt the node's computing thread instead of
     /// waiting for that thread's slice to end; default [`DEFAULT_ENGINE_SLICE_US`], 0 = the
@@ -324,12 +329,14 @@ impl Config {
             Some(v) => return Err(invalid("SVM_STATS", v, "expected 1, text or json")),
         };
         let verbose = matches!(get("SVM_VERBOSE").as_deref(), Some(v) if v != "0");
-        // A switch that is on unless set to 0.
-        let on_unless_0 = |var: &'static str| match get(var).as_deref().map(str::trim) {
-            None | Some("1") => Ok(true),
+        // A switch of 0 or 1, `default` when unset.
+        let switch = |var: &'static str, default: bool| match get(var).as_deref().map(str::trim) {
+            None => Ok(default),
+            Some("1") => Ok(true),
             Some("0") => Ok(false),
             Some(v) => Err(invalid(var, v, "expected 0 or 1")),
         };
+        let on_unless_0 = |var: &'static str| switch(var, true);
         let host_barrier = on_unless_0("SVM_HOST_BARRIER")?;
         let space_base = match get("SVM_SPACE_BASE") {
             None => 0x6000_0000_0000,
@@ -377,6 +384,7 @@ impl Config {
         let fault_around = at_most("SVM_FAULT_AROUND", 64, 4096, "a page count")? as usize;
         let hold_us = at_most("SVM_HOLD_US", DEFAULT_HOLD_US, 1_000_000, "microseconds")?;
         let push = on_unless_0("SVM_PUSH")?;
+        let lock_pages = switch("SVM_LOCK_PAGES", false)?;
         let engine_slice_us = checked(
             get,
             "SVM_ENGINE_SLICE_US",
@@ -392,6 +400,7 @@ impl Config {
         )?;
         Ok(Config {
             push,
+            lock_pages,
             engine_slice_us,
             engine_nice,
             profile,
@@ -481,6 +490,9 @@ mod tests {
         assert_eq!((c.hold_us, c.push), (DEFAULT_HOLD_US, true));
         let c = cfg(&[("SVM_HOLD_US", " 0 "), ("SVM_PUSH", "0")]).unwrap();
         assert_eq!((c.hold_us, c.push), (0, false));
+        assert!(!cfg(&[]).unwrap().lock_pages);
+        assert!(cfg(&[("SVM_LOCK_PAGES", "1")]).unwrap().lock_pages);
+        assert!(!cfg(&[("SVM_LOCK_PAGES", "0")]).unwrap().lock_pages);
         assert_eq!(
             cfg(&[("SVM_HOLD_US", "1000000")]).unwrap().hold_us,
             1_000_000
@@ -488,6 +500,7 @@ mod tests {
         says(&[("SVM_HOLD_US", "1000001")], "SVM_HOLD_US", "microseconds");
         says(&[("SVM_HOLD_US", "-5")], "SVM_HOLD_US", "microseconds");
         says(&[("SVM_PUSH", "on")], "SVM_PUSH", "0 or 1");
+        says(&[("SVM_LOCK_PAGES", "yes")], "SVM_LOCK_PAGES", "0 or 1");
     }
 
     #[test]

@@ -43,6 +43,7 @@ mod driven;
 pub(crate) mod engine;
 mod failure;
 mod installs;
+mod lock_pages;
 mod lockfast;
 mod messages;
 mod ops;
@@ -53,6 +54,9 @@ mod sync_ops;
 
 pub use driven::Pending;
 pub use failure::{EngineError, FailureMode};
+
+/// `Node::lock_in_use` when no thread of the node holds a lock.
+const NO_LOCK: u64 = u64::MAX;
 
 /// How long a send that found its peer's connection closed waits for that peer's Goodbye
 /// before the job ends (`EngineState::send_lost`).
@@ -280,6 +284,9 @@ struct EngineState {
     now: u64,
     /// The fast-path words of the locks whose token has been idle here (also in `Node::fast`).
     fast_locks: FxHashMap<u64, Arc<FastLock>>,
+    /// The pages each lock's critical sections asked other nodes for, and those kept here
+    /// while a lock's token is wanted elsewhere (`lock_pages.rs`, `SVM_LOCK_PAGES`).
+    lock_pages: lock_pages::LockPages,
 }
 
 struct Ctx<'a> {
@@ -289,6 +296,7 @@ struct Ctx<'a> {
     /// The step's time (`EngineState::now`).
     now: u64,
     installs: &'a installs::Installs,
+    lock_pages: &'a lock_pages::LockPages,
 }
 
 impl Context for Ctx<'_> {
@@ -309,6 +317,9 @@ impl Context for Ctx<'_> {
     }
     fn install_unused(&self, page: PageId) -> bool {
         self.installs.unused(page, self.now)
+    }
+    fn kept_for_lock(&self, page: PageId) -> bool {
+        self.lock_pages.kept(page, self.now)
     }
 }
 
@@ -404,6 +415,10 @@ pub struct Node {
     /// Application threads that waited for the engine (a page, a synchronisation operation)
     /// when the last step let go of the state (`step.rs`).
     waiting_in_engine: AtomicU32,
+    /// The lock an application thread of this node took last and has not released yet
+    /// ([`NO_LOCK`]: none): the critical section its faults belong to (`lock_pages.rs`; with
+    /// several threads a guess, which costs at most a page asked for in vain).
+    lock_in_use: AtomicU64,
     failure_mode: FailureMode,
     /// A number no other node of this process has (thread-local caches key on it).
     instance: u64,
@@ -516,6 +531,7 @@ impl Node {
                 Clock::Driven => 0,
             },
             fast_locks: FxHashMap::default(),
+            lock_pages: Default::default(),
         };
         let node = Arc::new(Node {
             me,
@@ -550,6 +566,7 @@ impl Node {
             host_barrier_hooks: AtomicBool::new(false),
             asleep: AtomicU32::new(0),
             waiting_in_engine: AtomicU32::new(0),
+            lock_in_use: AtomicU64::new(NO_LOCK),
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),
             failure: Mutex::new(None),
@@ -584,13 +601,19 @@ impl Node {
     }
 
     /// What the protocols may ask, at the step's time `now`.
-    fn ctx<'a>(&'a self, now: u64, installs: &'a installs::Installs) -> Ctx<'a> {
+    fn ctx<'a>(
+        &'a self,
+        now: u64,
+        installs: &'a installs::Installs,
+        lock_pages: &'a lock_pages::LockPages,
+    ) -> Ctx<'a> {
         Ctx {
             me: self.me,
             nodes: self.nodes,
             space: &self.space,
             now,
             installs,
+            lock_pages,
         }
     }
 

@@ -103,6 +103,15 @@ pub trait Context {
     fn install_unused(&self, _page: PageId) -> bool {
         false
     }
+    /// Whether `page` is one of the pages a lock's critical sections on this node used, and
+    /// that lock's token is here while another node has asked for it: given away now, the
+    /// page would leave the critical section under way and come back at once, and the node
+    /// that asked for it usually takes the lock next and gets both together when the token
+    /// leaves (`svm-core/src/node/lock_pages.rs`; bounded in time by the engine). Default:
+    /// no (a context without locks).
+    fn kept_for_lock(&self, _page: PageId) -> bool {
+        false
+    }
 }
 
 /// A simple [`Context`] for tests and the simulator: the home of page `p` is `homes(p)`.
@@ -168,6 +177,10 @@ pub struct ProtocolStats {
     /// Requests for a page this node kept waiting because the thread it had fetched the
     /// page for had not run since (sc-sw; [`Context::install_unused`]).
     pub requests_kept_unused: u64,
+    /// Requests for a page this node kept waiting while the token of a lock whose critical
+    /// sections use the page was here and wanted by another node (sc-sw;
+    /// [`Context::kept_for_lock`]).
+    pub requests_kept_for_lock: u64,
     /// Read copies this node pushed, as a home, to the readers of pages it wrote, at its
     /// barrier arrivals (sc-sw's producer–consumer push, `SVM_PUSH`).
     pub pages_pushed: u64,
@@ -381,6 +394,19 @@ pub trait Protocol: Send {
 
     /// Applies the user's tuning (`SVM_PREFETCH`, ...); protocols ignore what they lack.
     fn configure(&mut self, _opts: &ProtocolOptions) {}
+
+    /// Whether the engine should ask for a lock's pages along with the lock and keep them
+    /// here while the lock's token is wanted elsewhere (`SVM_LOCK_PAGES`,
+    /// [`Context::kept_for_lock`]): true for a protocol whose page requests may wait at the
+    /// owner and whose copies stay valid across an acquire (sc-sw). A protocol whose acquire
+    /// invalidates copies would only fetch them twice. Default: false.
+    fn keeps_pages_for_locks(&self) -> bool {
+        false
+    }
+
+    /// A reason to keep pages ended (a lock's token left this node, [`Context::kept_for_lock`]):
+    /// requests waiting for it go on now. Default: nothing waits for it.
+    fn recheck_kept(&mut self, _ctx: &dyn Context, _out: &mut Vec<Action>) {}
 }
 
 /// Tuning the engine passes to every protocol instance at start.

@@ -144,6 +144,12 @@ pub struct Counters {
     /// Requests for a page kept waiting because the thread it was fetched for had not run
     /// yet (sc-sw).
     pub requests_kept_unused: u64,
+    /// Requests for a page kept waiting while the token of a lock that uses the page was
+    /// here and wanted elsewhere (sc-sw, `SVM_LOCK_PAGES`).
+    pub requests_kept_for_lock: u64,
+    /// Pages asked for along with a lock, because the lock's critical sections here asked
+    /// for them before (`SVM_LOCK_PAGES`).
+    pub lock_pages_asked: u64,
     /// Read copies pushed to consumers at barrier arrivals (sc-sw, `SVM_PUSH`).
     pub pages_pushed: u64,
     /// Pushed copies dropped after a phase of use (sc-sw, `SVM_PUSH`).
@@ -206,6 +212,13 @@ pub struct Stats {
     /// Requests for a page this node kept waiting because the thread it had fetched the
     /// page for had not run since it was woken (sc-sw; `Context::install_unused`).
     pub requests_kept_unused: u64,
+    /// Requests for a page this node kept waiting while the token of a lock whose critical
+    /// sections use the page was here and wanted by another node (sc-sw, `SVM_LOCK_PAGES`;
+    /// `Context::kept_for_lock`).
+    pub requests_kept_for_lock: u64,
+    /// Pages this node asked for along with a lock, because that lock's critical sections
+    /// here had asked other nodes for them before (`SVM_LOCK_PAGES`).
+    pub lock_pages_asked: u64,
     /// Read copies this node pushed, as a home, to the readers of pages it wrote, at its
     /// barrier arrivals (sc-sw, `SVM_PUSH`).
     pub pages_pushed: u64,
@@ -256,6 +269,8 @@ impl Stats {
             pairs_dropped: c.pairs_dropped,
             requests_held: c.requests_held,
             requests_kept_unused: c.requests_kept_unused,
+            requests_kept_for_lock: c.requests_kept_for_lock,
+            lock_pages_asked: c.lock_pages_asked,
             pages_pushed: c.pages_pushed,
             copies_dropped: c.copies_dropped,
         }
@@ -291,7 +306,7 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} kept_unused={} pushed={} dropped={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} kept_unused={} pushed={} dropped={} lock_pages={} kept_for_lock={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
@@ -305,7 +320,9 @@ impl fmt::Display for Stats {
             self.requests_held,
             self.requests_kept_unused,
             self.pages_pushed,
-            self.copies_dropped
+            self.copies_dropped,
+            self.lock_pages_asked,
+            self.requests_kept_for_lock
         )?;
         writeln!(
             f,

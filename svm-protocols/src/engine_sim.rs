@@ -163,7 +163,10 @@ impl EngineCluster {
             )));
         }
         let n = cfg.nodes;
-        let node_cfg = Config::from_lookup(&|_| None).map_err(|e| fail(e.to_string()))?;
+        // The engine's optional paths run in every simulation: pages that travel with their
+        // lock (`SVM_LOCK_PAGES`) whatever its default.
+        let node_cfg = Config::from_lookup(&|k| (k == "SVM_LOCK_PAGES").then(|| "1".to_string()))
+            .map_err(|e| fail(e.to_string()))?;
         let (links, taps) = loopback::mesh(n).map_err(|e| fail(e.to_string()))?;
         let homes: Vec<NodeId> = (0..PAGES).map(|p| (cfg.home)(p)).collect();
         let mut nodes = Vec::new();

@@ -663,6 +663,7 @@ impl ScSingleWriter {
         match keep {
             hold::Keep::Hold => self.stats.requests_held += 1,
             hold::Keep::ForThread => self.stats.requests_kept_unused += 1,
+            hold::Keep::ForLock => self.stats.requests_kept_for_lock += 1,
         }
     }
 
@@ -1194,6 +1195,16 @@ impl Protocol for ScSingleWriter {
 
     fn on_timer(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
         self.end_due_holds(ctx, out);
+    }
+
+    /// A page request may wait at its owner, and a copy stays valid across an acquire: a
+    /// lock's pages asked for along with it are used (`SVM_LOCK_PAGES`).
+    fn keeps_pages_for_locks(&self) -> bool {
+        true
+    }
+
+    fn recheck_kept(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+        self.recheck_kept_now(ctx, out);
     }
 
     fn stats(&self) -> ProtocolStats {

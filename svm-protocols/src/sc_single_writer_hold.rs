@@ -44,6 +44,9 @@ pub(super) enum Keep {
     Hold,
     /// The page was just installed for a thread of this node that has not run since.
     ForThread,
+    /// A lock whose critical sections use the page has its token here, and another node
+    /// asked for that lock (`Context::kept_for_lock`).
+    ForLock,
 }
 
 impl Holds {
@@ -62,6 +65,8 @@ impl Holds {
             Some(Keep::Hold)
         } else if ctx.install_unused(page) {
             Some(Keep::ForThread)
+        } else if ctx.kept_for_lock(page) {
+            Some(Keep::ForLock)
         } else {
             None
         }
@@ -71,7 +76,8 @@ impl Holds {
     /// consistency is unaffected: the page moves later, never out of order.
     pub(super) fn keeps(&mut self, ctx: &dyn Context, page: PageId) -> Option<Keep> {
         let keep = self.keep_reason(ctx, page);
-        if keep == Some(Keep::ForThread) {
+        // Both end by the engine's reckoning, not a hold of this protocol's: look again.
+        if matches!(keep, Some(Keep::ForThread | Keep::ForLock)) {
             self.recheck_at
                 .get_or_insert(ctx.now().saturating_add(RECHECK_NS));
             if !self.rechecks.contains(&page) {
@@ -134,6 +140,16 @@ impl ScSingleWriter {
             }
         }
         self.drain_local(ctx, out);
+    }
+
+    /// A reason the engine kept requests for ended (a lock's token left): the requests that
+    /// waited for it go on now instead of at the next re-check.
+    pub(super) fn recheck_kept_now(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+        if self.holds.deferred.is_empty() && self.holds.rechecks.is_empty() {
+            return;
+        }
+        let ended = std::mem::take(&mut self.holds.rechecks);
+        self.resume_held(ctx, &ended, out);
     }
 
     /// A release or barrier arrival of this node: a new release epoch, and every hold ends.

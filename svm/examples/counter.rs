@@ -3,11 +3,17 @@
 //! collective array that shares no page with the counter (the slots of different nodes do share
 //! a page: false sharing the protocol must survive).
 //!
+//! With `--handoff` every node meets the others at a barrier after each increment, so the lock
+//! (and the counter's page) changes node every round, and writes its slot once, at the end:
+//! the pattern of a lock-bound program, which `SVM_LOCK_PAGES` (the counter's page travelling
+//! with the lock) is for.
+//!
 //! After a barrier rank 0 prints `counter=<value> expected=<nodes*ITERS> OK` (without `OK`, and
 //! exit 1, if the two differ); every rank checks its own slot, rank 0 checks all of them.
 //!
 //! ```text
 //! svmrun -n 4 target/release/examples/counter 1000
+//! SVM_STATS=1 svmrun -n 2 target/release/examples/counter 200 --handoff
 //! ```
 
 mod common;
@@ -16,7 +22,7 @@ use std::process::ExitCode;
 
 use svm::{Mutex, SharedSlice};
 
-const USAGE: &str = "usage: counter ITERS    (every node adds 1 to a shared counter ITERS times under one svm::Mutex)";
+const USAGE: &str = "usage: counter ITERS [--handoff]    (every node adds 1 to a shared counter ITERS times under one svm::Mutex; --handoff: all nodes meet at a barrier after each increment)";
 const PAGE: usize = 4096;
 const WORDS_PER_PAGE: usize = PAGE / std::mem::size_of::<u64>();
 /// Lock id of the counter's mutex.
@@ -24,17 +30,21 @@ const COUNTER_LOCK: u64 = 1;
 
 type BoxError = Box<dyn std::error::Error>;
 
-fn parse_args() -> Result<Option<u64>, String> {
+/// The iterations, and whether every node meets the others after each increment.
+fn parse_args() -> Result<Option<(u64, bool)>, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let iters = |s: &str| {
+        s.parse::<u64>()
+            .map_err(|_| format!("ITERS must be a non-negative integer, got {s:?}"))
+    };
     match args.as_slice() {
         [h] if h == "-h" || h == "--help" => Ok(None),
-        [iters] => iters
-            .parse::<u64>()
-            .map(Some)
-            .map_err(|_| format!("ITERS must be a non-negative integer, got {iters:?}")),
+        [n] => Ok(Some((iters(n)?, false))),
+        [n, h] if h == "--handoff" => Ok(Some((iters(n)?, true))),
+        [_, other] => Err(format!("unknown option {other:?} (expected --handoff)")),
         [] => Err("missing ITERS".to_string()),
         _ => Err(format!(
-            "expected exactly one argument (ITERS), got {}",
+            "expected ITERS and at most --handoff, got {} arguments",
             args.len()
         )),
     }
@@ -48,7 +58,7 @@ fn page_start_index(slice: &SharedSlice<u64>) -> usize {
 }
 
 /// Runs the job; `Ok(true)` if every check passed on this node.
-fn run(iters: u64) -> Result<bool, BoxError> {
+fn run((iters, handoff): (u64, bool)) -> Result<bool, BoxError> {
     let svm = svm::init()?;
     let me = svm::node_id();
     let n = svm::nodes();
@@ -67,7 +77,14 @@ fn run(iters: u64) -> Result<bool, BoxError> {
         let v = counter_pages.get(c);
         counter_pages.set(c, v + 1);
         guard.unlock()?;
-        slots.set(me, i + 1);
+        if handoff {
+            svm::barrier()?;
+        } else {
+            slots.set(me, i + 1);
+        }
+    }
+    if handoff {
+        slots.set(me, iters);
     }
     svm::barrier()?;
 

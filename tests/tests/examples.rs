@@ -352,6 +352,7 @@ fn bad_arguments_give_usage_and_exit_2() {
         ("counter", &[]),
         ("counter", &["many"]),
         ("counter", &["1", "2"]),
+        ("counter", &["10", "--fast"]),
         ("jacobi", &["abc"]),
         ("jacobi", &["2"]),
         ("jacobi", &["64", "10", "--frobnicate"]),

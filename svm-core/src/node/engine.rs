@@ -385,7 +385,7 @@ impl Node {
             self.run_sync_events(st, evs)?;
         }
         for id in 0..st.protocols.len() {
-            let ctx = self.ctx(now, &st.installs);
+            let ctx = self.ctx(now, &st.installs, &st.lock_pages);
             let mut acts = Vec::new();
             match st.protocols[id].as_mut() {
                 Some(p) if p.next_timer().is_some_and(|t| t <= now) => p.on_timer(&ctx, &mut acts),

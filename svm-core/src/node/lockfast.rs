@@ -221,11 +221,15 @@ impl Node {
             }
             ok
         };
-        match self.with_fast(t, lock, take) {
+        let taken = match self.with_fast(t, lock, take) {
             Some(taken) => taken,
             // No word yet: a lock never used here may be idle at its manager from the start.
             None => self.publish_unused(lock) && self.with_fast(t, lock, take).unwrap_or(false),
+        };
+        if taken {
+            self.lock_taken(lock);
         }
+        taken
     }
 
     /// Releases `lock` without the engine if this thread took it through the fast path and
@@ -250,6 +254,7 @@ impl Node {
             let ok = f.try_give_back(w);
             if ok {
                 self.fast_held.fetch_sub(1, Ordering::SeqCst);
+                self.lock_given_back(lock);
             }
             ok
         })

@@ -81,7 +81,7 @@ impl Node {
         match msg {
             Msg::Proto { proto, msg } => {
                 let mut acts = Vec::new();
-                let ctx = self.ctx(st.now, &st.installs);
+                let ctx = self.ctx(st.now, &st.installs, &st.lock_pages);
                 match st
                     .protocols
                     .get_mut(proto as usize)
@@ -101,6 +101,11 @@ impl Node {
                     st.sync.on_message(from, &m, &mut evs);
                 }
                 self.run_sync_events(st, evs)?;
+                if let wire::SyncMsg::LockForward { lock, .. }
+                | wire::SyncMsg::LockAcquire { lock } = m
+                {
+                    self.keep_lock_pages(st, lock);
+                }
             }
             Msg::Goodbye => {
                 st.goodbye_from[from as usize] = true;

@@ -41,6 +41,7 @@ impl Node {
         st.twins.retain(|p, _| !gone(p));
         st.shadows.retain(|p, _| !gone(p));
         st.home_queries.retain(|p| !gone(p));
+        st.lock_pages.forget(&pages);
         let ps = self.space.page_size();
         let addr = self.space.page_addr(pages.start);
         let len = (pages.end - pages.start) as usize * ps;
@@ -178,6 +179,7 @@ impl Node {
             c.pairs_dropped += ps.pairs_dropped;
             c.requests_held += ps.requests_held;
             c.requests_kept_unused += ps.requests_kept_unused;
+            c.requests_kept_for_lock += ps.requests_kept_for_lock;
             c.pages_pushed += ps.pages_pushed;
             c.copies_dropped += ps.copies_dropped;
         }

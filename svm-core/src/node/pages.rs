@@ -386,7 +386,9 @@ impl Node {
             }
             return Ok(());
         }
-        self.fault_to_protocol(st, page, proto, need)
+        self.fault_to_protocol(st, page, proto, need)?;
+        self.learn_lock_page(st, page, proto, need);
+        Ok(())
     }
 
     /// Asks the protocol, for every page of `[addr, addr + len)` this node cannot yet access
@@ -433,7 +435,7 @@ impl Node {
         need: Access,
     ) -> Result<(), EngineError> {
         let mut acts = Vec::new();
-        let ctx = self.ctx(st.now, &st.installs);
+        let ctx = self.ctx(st.now, &st.installs, &st.lock_pages);
         match st
             .protocols
             .get_mut(proto as usize)

@@ -27,10 +27,22 @@ impl Node {
     ) -> Result<(), EngineError> {
         for ev in evs {
             match ev {
+                SyncEvent::Send {
+                    to,
+                    msg: msg @ wire::SyncMsg::LockGrant { lock, .. },
+                } if to != self.me => {
+                    self.lock_pages_let_go(st, lock)?;
+                    self.send(st, to, Msg::Sync(msg), &[])?;
+                }
                 SyncEvent::Send { to, msg } => self.send(st, to, Msg::Sync(msg), &[])?,
                 SyncEvent::Granted {
-                    waiter, notices, ..
-                } => self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices)?,
+                    lock,
+                    waiter,
+                    notices,
+                } => {
+                    self.lock_taken(lock);
+                    self.start_acquire(st, vec![waiter], WaitResult::Granted, &notices)?
+                }
                 SyncEvent::TryFailed { waiter, .. } => {
                     self.complete(st, waiter, WaitResult::TryFailed)
                 }
@@ -156,7 +168,7 @@ impl Node {
         st.fanin.insert(token, (ids.len(), Vec::new()));
         for id in ids {
             let mut acts = Vec::new();
-            let ctx = self.ctx(st.now, &st.installs);
+            let ctx = self.ctx(st.now, &st.installs, &st.lock_pages);
             if let Some(p) = st.protocols[id as usize].as_mut() {
                 hook(p.as_mut(), &ctx, &mut acts);
             }
@@ -334,10 +346,16 @@ impl Node {
                 self.reclaim_fast(st, id);
                 let mut evs = Vec::new();
                 st.sync.lock_acquire(id, w, try_only, &mut evs);
-                self.run_sync_events(st, evs)
+                self.run_sync_events(st, evs)?;
+                if try_only {
+                    return Ok(());
+                }
+                self.ask_for_lock_pages(st, id)
             }
             SyncOp::Unlock(id) => {
                 self.take_back_fast(st, id, w)?;
+                self.judge_lock_pages(st, id);
+                self.lock_given_back(id);
                 if !st.sync.is_holder(id, w) {
                     self.complete(st, w, WaitResult::NotHolder);
                     return Ok(());
