@@ -145,11 +145,8 @@ impl ScSingleWriter {
     /// A reason the engine kept requests for ended (a lock's token left): the requests that
     /// waited for it go on now instead of at the next re-check.
     pub(super) fn recheck_kept_now(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
-        if self.holds.deferred.is_empty() && self.holds.rechecks.is_empty() {
-            return;
-        }
-        let ended = std::mem::take(&mut self.holds.rechecks);
-        self.resume_held(ctx, &ended, out);
+        self.holds.recheck_at = Some(ctx.now());
+        self.end_due_holds(ctx, out);
     }
 
     /// A release or barrier arrival of this node: a new release epoch, and every hold ends.

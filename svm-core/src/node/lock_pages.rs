@@ -10,7 +10,8 @@
 //! So a node learns which pages each lock's critical sections had to ask another node for
 //! (up to [`PAGES_PER_LOCK`], the most recent), and
 //! - when one of its threads asks for the lock and the token is elsewhere, it asks for those
-//!   pages too, for write access, with no thread waiting for them (`Node::prefetch`'s way):
+//!   pages too, for write access, with no thread waiting for them (`Node::ask_early`, as a
+//!   bulk copy does):
 //!   the pages that critical sections of the lock both faulted on twice and wrote (the data
 //!   the lock guards; pages only read there are shared data the section looks at, and a
 //!   page faulted on once is a task or a record that happened to pass through), and that
@@ -242,7 +243,7 @@ impl Node {
     }
 
     /// A thread of this node asked for lock `lock`, whose token is elsewhere: asks for the
-    /// lock's pages too, as faults would, with no thread waiting for them (`Node::prefetch`).
+    /// lock's pages too, as faults would, with no thread waiting for them (`Node::ask_early`).
     pub(super) fn ask_for_lock_pages(
         &self,
         st: &mut EngineState,
@@ -261,17 +262,9 @@ impl Node {
         // section under way instead of giving them up.
         self.drain_loopback(st)?;
         for (page, need) in pages {
-            if let Some(e) = st.pages.get(page) {
-                if e.access >= need || !e.waiters().is_empty() {
-                    continue;
-                }
+            if self.ask_early(st, page, need, |st, proto| self.lock_pages_for(st, proto))? {
+                st.counters.lock_pages_asked += 1;
             }
-            let (proto, unresolved) = self.space.fault_route(page);
-            if unresolved || !self.lock_pages_for(st, proto) {
-                continue;
-            }
-            st.counters.lock_pages_asked += 1;
-            self.fault_to_protocol(st, page, proto, need)?;
         }
         Ok(())
     }
@@ -287,7 +280,8 @@ impl Node {
     /// A message about `lock` arrived: if its token is here and another node asked for it,
     /// keep the lock's pages until the token leaves.
     pub(super) fn keep_lock_pages(&self, st: &mut EngineState, lock: u64) {
-        if self.cfg.lock_pages && st.sync.token_wanted_elsewhere(lock) {
+        if self.cfg.lock_pages && st.sync.token_here(lock) && st.sync.lock_successor(lock).is_some()
+        {
             st.lock_pages.keep(lock, st.now);
         }
     }

@@ -411,19 +411,35 @@ impl Node {
         let need = if write { Access::Write } else { Access::Read };
         let mut st = self.lock_state();
         for page in first..=last {
-            if let Some(e) = st.pages.get(page) {
-                if e.access >= need || !e.waiters().is_empty() {
-                    continue;
-                }
-            }
-            let (proto, unresolved) = self.space.fault_route(page);
-            if unresolved {
-                continue;
-            }
-            if self.fault_to_protocol(&mut st, page, proto, need).is_err() {
+            if self.ask_early(&mut st, page, need, |_, _| true).is_err() {
                 break;
             }
         }
+    }
+
+    /// Asks `page`'s protocol for `need` as a fault would, with no thread waiting — unless
+    /// this node has that access already, a thread waits for the page (its fault asked), the
+    /// page is a first-touch page whose home is not known yet, or `wanted` refuses the page's
+    /// protocol. Returns whether it asked. Bulk copies (`prefetch`) and lock requests
+    /// (`lock_pages.rs`) ask for their pages this way.
+    pub(super) fn ask_early(
+        &self,
+        st: &mut EngineState,
+        page: PageId,
+        need: Access,
+        wanted: impl Fn(&EngineState, u8) -> bool,
+    ) -> Result<bool, EngineError> {
+        if let Some(e) = st.pages.get(page) {
+            if e.access >= need || !e.waiters().is_empty() {
+                return Ok(false);
+            }
+        }
+        let (proto, unresolved) = self.space.fault_route(page);
+        if unresolved || !wanted(st, proto) {
+            return Ok(false);
+        }
+        self.fault_to_protocol(st, page, proto, need)?;
+        Ok(true)
     }
 
     /// Hands a fault the page table could not satisfy to the page's protocol `proto`.

@@ -323,13 +323,6 @@ impl SyncState {
         self.locks.get(&lock).is_some_and(|l| l.token)
     }
 
-    /// Whether `lock`'s token is here and another node asked for it (it goes there next).
-    pub fn token_wanted_elsewhere(&self, lock: u64) -> bool {
-        self.locks
-            .get(&lock)
-            .is_some_and(|l| l.token && l.next.is_some())
-    }
-
     /// Whether local thread `waiter` holds `lock`.
     pub fn is_holder(&self, lock: u64, waiter: Waiter) -> bool {
         self.locks
