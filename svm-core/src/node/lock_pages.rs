@@ -63,6 +63,15 @@ struct LockPage {
     score: i8,
 }
 
+impl LockPage {
+    /// Whether the page goes with its lock: asked for along with it, kept while its token is
+    /// wanted elsewhere (faulted on in two critical sections, written there, and not asked
+    /// for in vain lately; see the module docs).
+    fn travels(&self) -> bool {
+        self.score >= 1 && self.access == Access::Write
+    }
+}
+
 /// What this node knows of its locks' pages (see the module docs).
 #[derive(Debug, Default)]
 pub(super) struct LockPages {
@@ -123,7 +132,7 @@ impl LockPages {
             .get(&lock)
             .map_or(&[][..], Vec::as_slice)
             .iter()
-            .filter(|p| p.score >= 1 && p.access == Access::Write)
+            .filter(|p| p.travels())
             .map(|p| (p.page, p.access))
             .collect();
         if !pages.is_empty() {
@@ -158,7 +167,7 @@ impl LockPages {
     /// (a page kept already stays kept from when it was first).
     pub(super) fn keep(&mut self, lock: u64, now: u64) {
         for p in self.learned.get(&lock).map_or(&[][..], Vec::as_slice) {
-            if p.score >= 1 {
+            if p.travels() {
                 self.kept.entry(p.page).or_insert((lock, now));
             }
         }
