@@ -411,7 +411,9 @@ impl HomeMw {
             | ProtoMsg::GrantExclusive { .. }
             | ProtoMsg::ExclusiveUnused { .. }
             | ProtoMsg::Dropped { .. }
-            | ProtoMsg::DropAck { .. } => {}
+            | ProtoMsg::DropAck { .. }
+            | ProtoMsg::AheadAsk { .. }
+            | ProtoMsg::AheadCopy { .. } => {}
         }
     }
 

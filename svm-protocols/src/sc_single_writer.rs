@@ -26,8 +26,11 @@ use svm_core::protocol::{
 #[path = "sc_single_writer_hold.rs"]
 mod hold;
 use hold::Holds;
+#[path = "sc_single_writer_ahead.rs"]
+mod ahead;
 #[path = "sc_single_writer_push.rs"]
 mod push;
+use ahead::Stream;
 
 /// A set of nodes (a growable bitset: one bit per node, any node count).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -165,6 +168,15 @@ struct ManagerPage {
     written_remotely: bool,
     /// A copy of the page sent ahead was invalidated unused (cleared by a read request).
     ahead_wasted: bool,
+    /// The first node that took ownership of the page from its home for a write (or as an
+    /// exclusive copy).
+    first_taker: Option<NodeId>,
+    /// The page's owner is not asked for copies ahead for this node
+    /// (`sc_single_writer_ahead.rs`): another node than [`ManagerPage::first_taker`] took
+    /// ownership for a write (two nodes write the page in turns: false sharing, migratory
+    /// data), or a copy taken ahead from the owner was invalidated before this node read it.
+    /// Either way the copy would take write access from a node about to write the page again.
+    owner_ahead_off: bool,
     /// Nodes that asked to read the page: the home pushes them a copy at its barrier
     /// arrivals after writing it (`sc_single_writer_push.rs`).
     consumers: NodeSet,
@@ -209,20 +221,6 @@ struct Pair {
     /// anyone took it): later ones are installed writable at once. Until then they come
     /// read-only and exclusive (`NodePage::paired`), which costs a local fault per use.
     trusted: bool,
-}
-
-/// The manager's read-ahead state for one reader.
-#[derive(Debug, Clone, Default)]
-struct Stream {
-    /// The page after the last one the reader was granted: a read request for exactly that
-    /// page continues a sequential stream (the reader went through the pages sent ahead).
-    next: PageId,
-    /// Pages to send ahead at the next sequential request: doubles on every sequential
-    /// request (up to the configured maximum), halves whenever a page sent ahead is
-    /// invalidated before the stream went past it (it was sent for nothing).
-    window: usize,
-    /// Pages sent ahead the stream has not gone past yet.
-    unconfirmed: Vec<PageId>,
 }
 
 /// Sequential consistency with a single writer and multiple readers; see the module docs.
@@ -331,6 +329,8 @@ impl ScSingleWriter {
             queue: VecDeque::new(),
             written_remotely: false,
             ahead_wasted: false,
+            first_taker: None,
+            owner_ahead_off: false,
             consumers: NodeSet::new(),
             push: Default::default(),
             written_epoch: None,
@@ -456,12 +456,25 @@ impl ScSingleWriter {
                 access,
                 with_data,
             } => {
+                // A read copy nobody here asked for: sent ahead by the manager.
+                let unasked = access == Access::Read
+                    && self
+                        .pages
+                        .get(&page)
+                        .is_none_or(|np| np.access == Access::None && np.outstanding.is_none());
                 self.install_grant(ctx, page, access, with_data, false, from, out);
+                if unasked && self.node_page(ctx, page).access == Access::Read {
+                    self.stats.pages_read_ahead += 1;
+                }
                 self.note_fetched_copy(ctx, page);
             }
             ProtoMsg::GrantExclusive { page, with_data } => {
                 self.install_grant(ctx, page, Access::Read, with_data, true, from, out)
             }
+            ProtoMsg::AheadAsk { page, count } => {
+                self.send_ahead_copies(ctx, page, count, from, out)
+            }
+            ProtoMsg::AheadCopy { page } => self.take_ahead_copy(ctx, page, from, out),
             ProtoMsg::Push { page } => self.install_push(ctx, page, from, out),
             ProtoMsg::Dropped { page } => self.mgr_dropped(ctx, page, from, out),
             ProtoMsg::DropAck { page } => self.node_page(ctx, page).drop_pending = false,
@@ -737,78 +750,10 @@ impl ScSingleWriter {
                 None,
                 out,
             );
-        }
-    }
-
-    /// Grants `reader` read copies of the pages after `page` while its requests form a
-    /// sequential stream: pages homed and owned here, with no operation under way or queued,
-    /// that `reader` does not hold yet and that are not write-shared. Each is exactly a read
-    /// grant the manager could have made on request, so the protocol's invariants hold; the
-    /// node takes an unasked grant like any other (see `install_grant`). How many: the
-    /// reader's window (see [`Stream`]).
-    fn read_ahead(
-        &mut self,
-        ctx: &dyn Context,
-        page: PageId,
-        reader: NodeId,
-        out: &mut Vec<Action>,
-    ) {
-        if self.prefetch == 0 {
-            return;
-        }
-        let me = ctx.me();
-        if let Some(m) = self.managed.get_mut(&page) {
-            m.ahead_wasted = false; // asked for: send it ahead again when it fits
-        }
-        let max = self.prefetch;
-        let st = self.streams.entry(reader).or_insert_with(|| Stream {
-            next: PageId::MAX,
-            window: max.min(2),
-            unconfirmed: Vec::new(),
-        });
-        let sequential = st.next == page;
-        if sequential {
-            // The reader went past what was sent ahead on this stream (the pages just before
-            // this one): it was used. Pages sent ahead on other streams stay unconfirmed.
-            st.unconfirmed
-                .retain(|&q| !(q < page && page - q <= max as PageId));
-            st.window = (st.window * 2).clamp(1, max);
-        }
-        let window = if sequential { st.window } else { 0 };
-        let mut next = page + 1;
-        for q in page + 1..=page + window as PageId {
-            if ctx.home(q) != me || !ctx.same_region(page, q) {
-                break;
+            if reader == me {
+                self.ask_owner_ahead(ctx, page, owner, out);
             }
-            let idle = match self.managed.get(&q) {
-                Some(m) => {
-                    m.owner == me
-                        && m.busy.is_none()
-                        && m.queue.is_empty()
-                        && !m.copyset.contains(reader)
-                        && !m.written_remotely
-                        && !m.ahead_wasted
-                }
-                None => true,
-            };
-            if !idle || self.pages.get(&q).is_some_and(|np| np.exclusive) {
-                break;
-            }
-            if self.node_page(ctx, q).access == Access::Write {
-                self.set_access(ctx, q, Access::Read, out);
-            }
-            let grant = ProtoMsg::Grant {
-                page: q,
-                access: Access::Read,
-                with_data: true,
-            };
-            self.send(ctx, reader, grant, Some(q), out);
-            self.managed_page(ctx, q).copyset.insert(reader);
-            next = q + 1;
         }
-        let st = self.streams.get_mut(&reader).expect("inserted above");
-        st.unconfirmed.extend(page + 1..next);
-        st.next = next;
     }
 
     /// Asks the manager for `access` to `page` unless a request that covers it is under way
@@ -888,21 +833,6 @@ impl ScSingleWriter {
         }
     }
 
-    /// The manager removes `reader`'s copy of `page` for a write: if the copy was sent ahead
-    /// and the reader's stream never went past it, it was sent for nothing.
-    fn ahead_invalidated(&mut self, page: PageId, reader: NodeId) {
-        let Some(st) = self.streams.get_mut(&reader) else {
-            return;
-        };
-        if let Some(i) = st.unconfirmed.iter().position(|&p| p == page) {
-            st.unconfirmed.swap_remove(i);
-            st.window /= 2;
-            if let Some(m) = self.managed.get_mut(&page) {
-                m.ahead_wasted = true;
-            }
-        }
-    }
-
     /// Moves ownership of `page` to `writer` once every other copy is invalidated: write
     /// access, or with `exclusive` the only copy read-only (a read of a migratory page).
     fn mgr_start_write(
@@ -917,6 +847,15 @@ impl ScSingleWriter {
         let m = self.managed_page(ctx, page);
         m.written_remotely |= writer != me;
         let owner = m.owner;
+        if owner != writer {
+            // Ownership moves for a write: a second node taking it so makes the page
+            // write-shared (the home's first ownership does not count: `main` initialising
+            // what the workers then write is not sharing).
+            match m.first_taker {
+                None => m.first_taker = Some(writer),
+                Some(w) => m.owner_ahead_off |= w != writer,
+            }
+        }
         if !exclusive && owner != writer {
             if m.copyset.len() == 1 && m.copyset.contains(writer) {
                 // Read by `writer`, then written by it, while it held the only copy besides
@@ -948,7 +887,7 @@ impl ScSingleWriter {
             });
         }
         for &t in &targets {
-            self.ahead_invalidated(page, t);
+            self.ahead_invalidated(page, t, me);
         }
         for t in targets {
             self.send(ctx, t, ProtoMsg::Inval { page }, None, out);
@@ -1275,3 +1214,7 @@ mod hold_tests;
 #[cfg(test)]
 #[path = "sc_single_writer_push_tests.rs"]
 mod push_tests;
+
+#[cfg(test)]
+#[path = "sc_single_writer_ahead_tests.rs"]
+mod ahead_tests;

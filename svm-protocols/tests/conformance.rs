@@ -435,6 +435,93 @@ pub fn lock_counters<C: Sim>(s: &Subject) {
     }
 }
 
+/// Pages homed on one node, written by the others, read in order by the home: the manager
+/// reads pages another node owns, which sc-sw's read-ahead brings from the owner
+/// (`AheadAsk`/`AheadCopy`). 2 to 4 nodes; all pages homed at node 0; each other node owns a
+/// run of pages, which it rewrites (word 0) in every round; after a barrier node 0 reads word
+/// 0 of every page in order while the writers store into word 1 of their pages (the same
+/// pages, other words: data-race-free, but the owners take their pages back while copies are
+/// on their way to the home) and into word 2 of the next writer's pages (a third node takes a
+/// page from its owner meanwhile). Node 0 must read the round's values; words 1 and 2 are
+/// checked at the end.
+pub fn home_reads_pages_others_wrote<C: Sim>(s: &Subject) {
+    const ROUNDS: u64 = 3;
+    const PER_WRITER: u64 = 4;
+    for seed in 0..seeds() {
+        let nodes = 2 + (seed % 3) as NodeId;
+        let writers = nodes as u64 - 1;
+        let pages = writers * PER_WRITER;
+        let page_of = |w: u64, k: u64| 1 + (w - 1) * PER_WRITER + k;
+        let value = |round: u64, page: u64| 100 * (round + 1) + page;
+        let cfg = SimConfig::new(nodes, seed)
+            .page_size(8 * PAGE_WORDS)
+            .home(|_| 0)
+            .check_single_writer(s.single_writer)
+            .discard(s.discard);
+        let mut c = C::build(s, cfg);
+        let barrier = Op::Barrier {
+            id: 1,
+            count: nodes as u32,
+        };
+        let mut reader = Vec::new();
+        for _ in 0..ROUNDS {
+            reader.push(barrier);
+            reader.extend((1..=pages).map(|p| Op::Load {
+                addr: addr(p, 0),
+                reg: 0,
+            }));
+            reader.push(barrier);
+        }
+        reader.extend((1..=pages).flat_map(|p| {
+            [1, 2].map(|word| Op::Load {
+                addr: addr(p, word),
+                reg: 0,
+            })
+        }));
+        let home = c.spawn(0, reader);
+        for w in 1..=writers {
+            let mut prog = Vec::new();
+            for round in 0..ROUNDS {
+                prog.extend((0..PER_WRITER).map(|k| Op::Store {
+                    addr: addr(page_of(w, k), 0),
+                    value: value(round, page_of(w, k)),
+                }));
+                prog.push(barrier);
+                // Taken back while the home reads word 0 (order varies with the seed), and
+                // the next writer's pages taken from it (word 2).
+                let next = w % writers + 1;
+                for k in (0..PER_WRITER).rev() {
+                    let (mine, theirs) = (
+                        page_of(w, (k + seed) % PER_WRITER),
+                        page_of(next, (k + seed + 1) % PER_WRITER),
+                    );
+                    prog.push(Op::Store {
+                        addr: addr(mine, 1),
+                        value: value(round, mine) + 1,
+                    });
+                    prog.push(Op::Store {
+                        addr: addr(theirs, 2),
+                        value: value(round, theirs) + 2,
+                    });
+                }
+                prog.push(barrier);
+            }
+            c.spawn(w as NodeId, prog);
+        }
+        run(s, &mut c, "home reads pages others wrote");
+        let want: Vec<u64> = (0..ROUNDS)
+            .flat_map(|round| (1..=pages).map(move |p| value(round, p)))
+            .chain((1..=pages).flat_map(|p| [1, 2].map(|word| value(ROUNDS - 1, p) + word)))
+            .collect();
+        assert_eq!(
+            c.log(home),
+            &want[..],
+            "{} / home reads pages others wrote, seed {seed}",
+            s.name
+        );
+    }
+}
+
 /// Barrier phases: every thread writes its slot, barrier, reads every slot, barrier.
 pub fn barrier_phases<C: Sim>(s: &Subject) {
     const PHASES: u64 = 3;
@@ -1705,6 +1792,10 @@ macro_rules! conformance_suite {
             fn paired_rows() {
                 super::paired_rows::<Cluster>(&SUBJECT)
             }
+            #[test]
+            fn home_reads_pages_others_wrote() {
+                super::home_reads_pages_others_wrote::<Cluster>(&SUBJECT)
+            }
             /// The same programs on the real engine of every node (`engine_sim`).
             mod engine {
                 use super::*;
@@ -1771,6 +1862,10 @@ macro_rules! conformance_suite {
                 #[test]
                 fn paired_rows() {
                     super::super::paired_rows::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn home_reads_pages_others_wrote() {
+                    super::super::home_reads_pages_others_wrote::<EngineCluster>(&SUBJECT)
                 }
             }
         }

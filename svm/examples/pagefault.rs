@@ -9,9 +9,14 @@
 //! two threads, measured in the same run as the baseline. With one node rank 0 reads its own
 //! (local) pages and prints the same line.
 //!
+//! With `--home-reads` the last rank fills the pages (still homed on rank 0) and rank 0 alone
+//! reads them: the home faulting on pages another node owns (sc-sw forwards each read to the
+//! owner, which also sends the pages after it ahead).
+//!
 //! ```text
 //! svmrun -n 2 target/release/examples/pagefault 32
 //! svmrun -n 2 target/release/examples/pagefault 32 --threads 2
+//! svmrun -n 2 target/release/examples/pagefault 32 --home-reads
 //! ```
 
 mod common;
@@ -20,7 +25,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: pagefault [MIB] [--threads T]    (rank 0 writes MIB MiB, default 32; the other ranks fault them in with T threads, default 1)";
+    "usage: pagefault [MIB] [--threads T] [--home-reads]    (rank 0 writes MIB MiB, default 32, homed on itself; the other ranks fault them in with T threads, default 1; --home-reads: the last rank writes them and rank 0 reads)";
 const DEFAULT_MIB: usize = 32;
 const PAGE: usize = 4096;
 const WORDS_PER_PAGE: usize = PAGE / std::mem::size_of::<u64>();
@@ -66,18 +71,22 @@ fn tcp_loopback_rtt_us(rounds: usize) -> Result<f64, BoxError> {
 struct Args {
     mib: usize,
     threads: usize,
+    /// The last rank writes, rank 0 (the home) reads.
+    home_reads: bool,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
     let mut args = Args {
         mib: DEFAULT_MIB,
         threads: 1,
+        home_reads: false,
     };
     let mut mib_seen = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "-h" | "--help" => return Ok(None),
+            "--home-reads" => args.home_reads = true,
             "--threads" => {
                 let v = it.next().ok_or("--threads needs a value")?;
                 args.threads = match v.parse::<usize>() {
@@ -109,7 +118,11 @@ fn pattern(w: usize) -> u64 {
 
 /// `Ok(true)` if every word read matched.
 fn run(args: Args) -> Result<bool, BoxError> {
-    let Args { mib, threads } = args;
+    let Args {
+        mib,
+        threads,
+        home_reads,
+    } = args;
     let svm = svm::init()?;
     let me = svm::node_id();
     let nodes = svm::nodes();
@@ -117,7 +130,8 @@ fn run(args: Args) -> Result<bool, BoxError> {
     let words = pages * WORDS_PER_PAGE;
     let data = svm::alloc_collective::<u64>(words)?;
 
-    if me == 0 {
+    let writer = if home_reads { nodes - 1 } else { 0 };
+    if me == writer {
         let mut chunk = vec![0u64; CHUNK_WORDS];
         let mut start = 0;
         while start < words {
@@ -131,7 +145,11 @@ fn run(args: Args) -> Result<bool, BoxError> {
     }
     svm::barrier()?;
 
-    let reader = if nodes == 1 { me == 0 } else { me != 0 };
+    let reader = if nodes == 1 || home_reads {
+        me == 0
+    } else {
+        me != 0
+    };
     let mut ok = true;
     if reader {
         let t0 = Instant::now();
@@ -176,7 +194,7 @@ fn run(args: Args) -> Result<bool, BoxError> {
         );
         if let Some((w, v)) = bad {
             eprintln!(
-                "pagefault: rank {me}: word {w} (page {}) holds {v:#018x}, rank 0 wrote {:#018x}",
+                "pagefault: rank {me}: word {w} (page {}) holds {v:#018x}, rank {writer} wrote {:#018x}",
                 w / WORDS_PER_PAGE,
                 pattern(w)
             );

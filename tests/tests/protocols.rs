@@ -556,6 +556,55 @@ fn a_lock_takes_its_page_along() {
     );
 }
 
+/// sc-sw read-ahead from the owner to the manager: rank 1 fills 4 MiB homed on rank 0, then
+/// rank 0 (the home and manager) reads every page in order. Each read goes to the owner, rank
+/// 1, which also sends the following pages ahead when the home asks for them. Counts, not
+/// times: with read-ahead (`SVM_PREFETCH=8`) the home took pages ahead and had fewer than half
+/// the remote faults it has without (`SVM_PREFETCH=0`); both runs check every page read.
+#[test]
+fn the_home_reads_ahead_what_another_node_wrote() {
+    let pagefault = example_path("pagefault");
+    let pagefault = pagefault.to_str().expect("UTF-8 path");
+    let run = |prefetch: &str| {
+        let _serial = serial();
+        let out = run_svmrun_env(
+            &[
+                "-n",
+                "2",
+                "--protocol",
+                "sc-sw",
+                pagefault,
+                "4",
+                "--home-reads",
+            ],
+            &[("SVM_STATS", "json"), ("SVM_PREFETCH", prefetch)],
+            DEADLINE,
+        );
+        out.assert_success();
+        only_line(&out, &["us_per_page=", "pages=1024"]);
+        let objects = stats_objects(&out, 2);
+        let home = objects
+            .iter()
+            .find(|o| json_u64(o, "node") == Some(0))
+            .unwrap_or_else(|| panic!("no statistics of node 0\n{out}"));
+        let get =
+            |key: &str| json_u64(home, key).unwrap_or_else(|| panic!("no {key} in {home}\n{out}"));
+        (
+            get("remote_faults"),
+            get("pages_read_ahead"),
+            out.to_string(),
+        )
+    };
+    let (faults_with, ahead_with, with) = run("8");
+    let (faults_without, ahead_without, without) = run("0");
+    assert_eq!(ahead_without, 0, "SVM_PREFETCH=0 read ahead\n{without}");
+    assert!(ahead_with > 0, "no page was read ahead\n{with}");
+    assert!(
+        faults_with * 2 < faults_without,
+        "the home's remote faults with read-ahead: {faults_with}, without: {faults_without}\n{with}\n{without}"
+    );
+}
+
 /// Every node's statistics (`SVM_STATS=json`): one JSON object per node on stderr.
 fn stats_objects(out: &Output, nodes: usize) -> Vec<&str> {
     let objects: Vec<&str> = out

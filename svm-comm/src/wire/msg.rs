@@ -118,6 +118,14 @@ pub enum ProtoMsg {
     /// Home → consumer: the [`ProtoMsg::Dropped`] for `page` is done; a push sent before it
     /// (which the consumer discarded) is not counted.
     DropAck { page: PageId },
+    /// Manager → owner (sc-sw read-ahead, right behind a `FwdRead` of the manager's own
+    /// read): send the manager read copies ([`ProtoMsg::AheadCopy`]) of the pages from `page`
+    /// on, up to `count`, that you own and may share.
+    AheadAsk { page: PageId, count: u32 },
+    /// Owner → manager: an unasked read copy of `page` (the owner lowered itself to
+    /// read-only); the frame's data holds the page. The manager takes it only if the page's
+    /// state is unchanged since it asked.
+    AheadCopy { page: PageId },
 }
 
 /// A write notice travelling with a lock's token.
@@ -228,7 +236,9 @@ impl ProtoMsg {
             | ProtoMsg::ExclusiveUnused { page }
             | ProtoMsg::Push { page }
             | ProtoMsg::Dropped { page }
-            | ProtoMsg::DropAck { page } => *page,
+            | ProtoMsg::DropAck { page }
+            | ProtoMsg::AheadAsk { page, .. }
+            | ProtoMsg::AheadCopy { page } => *page,
         }
     }
 }
@@ -271,6 +281,8 @@ impl Msg {
                 ProtoMsg::Push { .. } => "push",
                 ProtoMsg::Dropped { .. } => "dropped",
                 ProtoMsg::DropAck { .. } => "drop_ack",
+                ProtoMsg::AheadAsk { .. } => "ahead_ask",
+                ProtoMsg::AheadCopy { .. } => "ahead_copy",
             },
             Msg::Sync(s) => match s {
                 SyncMsg::LockAcquire { .. } => "lock_acquire",

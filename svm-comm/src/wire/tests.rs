@@ -85,6 +85,20 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
             vec![],
         ),
         (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::AheadAsk { page: 83, count: 8 },
+            },
+            vec![],
+        ),
+        (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::AheadCopy { page: 84 },
+            },
+            vec![5; 64],
+        ),
+        (
             Msg::Sync(SyncMsg::LockGrant {
                 lock: 9,
                 releases: 7,
