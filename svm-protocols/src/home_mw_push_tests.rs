@@ -6,6 +6,7 @@
 use super::push::{PUSH_BUDGET, PUSH_BUDGET_MAX};
 use super::sticky::STICKY_RELEASES;
 use super::*;
+use crate::test_actions::installs;
 use svm_core::protocol::StaticContext;
 
 /// `nodes` nodes; pages below 100 are homed on node 0, the others on node 1.
@@ -69,15 +70,6 @@ fn pushes(out: &[Action]) -> Vec<PageId> {
                 attach: Some(data),
                 ..
             } if data == page => Some(*page),
-            _ => None,
-        })
-        .collect()
-}
-
-fn installs(out: &[Action]) -> Vec<PageId> {
-    out.iter()
-        .filter_map(|a| match a {
-            Action::InstallIncoming { page, .. } => Some(*page),
             _ => None,
         })
         .collect()

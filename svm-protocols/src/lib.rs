@@ -10,6 +10,8 @@ pub mod sc_single_writer;
 mod scan_ahead;
 pub mod scope;
 pub mod sim;
+#[cfg(test)]
+mod test_actions;
 
 pub use sc_multi_writer::ScMultiWriter;
 pub use sc_single_writer::ScSingleWriter;

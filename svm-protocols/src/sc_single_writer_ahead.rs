@@ -81,6 +81,26 @@ impl ScSingleWriter {
         }
     }
 
+    /// The end of the run of pages after `page`, at most `window` of them, that this node
+    /// manages, in `page`'s region, and that `eligible` takes: the page after the run's last.
+    fn ahead_run(
+        &self,
+        ctx: &dyn Context,
+        page: PageId,
+        window: usize,
+        eligible: impl Fn(&Self, PageId) -> bool,
+    ) -> PageId {
+        let me = ctx.me();
+        let mut next = page + 1;
+        for q in page + 1..=page + window as PageId {
+            if ctx.home(q) != me || !ctx.same_region(page, q) || !eligible(self, q) {
+                break;
+            }
+            next = q + 1;
+        }
+        next
+    }
+
     /// Grants `reader` read copies of the pages after `page` while its requests form a
     /// sequential stream: pages homed and owned here, with no operation under way or queued,
     /// that `reader` does not hold yet and that are not write-shared. Each is exactly a read
@@ -99,25 +119,18 @@ impl ScSingleWriter {
         }
         let me = ctx.me();
         let window = self.ahead_window(page, reader);
-        let mut next = page + 1;
-        for q in page + 1..=page + window as PageId {
-            if ctx.home(q) != me || !ctx.same_region(page, q) {
-                break;
-            }
-            let idle = match self.managed.get(&q) {
-                Some(m) => {
-                    m.owner == me
-                        && m.busy.is_none()
-                        && m.queue.is_empty()
-                        && !m.copyset.contains(reader)
-                        && !m.written_remotely
-                        && !m.ahead_wasted
-                }
-                None => true,
-            };
-            if !idle || self.pages.get(&q).is_some_and(|np| np.exclusive) {
-                break;
-            }
+        let next = self.ahead_run(ctx, page, window, |s, q| {
+            let idle = s.managed.get(&q).is_none_or(|m| {
+                m.owner == me
+                    && m.busy.is_none()
+                    && m.queue.is_empty()
+                    && !m.copyset.contains(reader)
+                    && !m.written_remotely
+                    && !m.ahead_wasted
+            });
+            idle && !s.pages.get(&q).is_some_and(|np| np.exclusive)
+        });
+        for q in page + 1..next {
             if self.node_page(ctx, q).access == Access::Write {
                 self.set_access(ctx, q, Access::Read, out);
             }
@@ -128,7 +141,6 @@ impl ScSingleWriter {
             };
             self.send(ctx, reader, grant, Some(q), out);
             self.managed_page(ctx, q).copyset.insert(reader);
-            next = q + 1;
         }
         self.ahead_sent(page, next, reader);
     }
@@ -149,12 +161,8 @@ impl ScSingleWriter {
         }
         let me = ctx.me();
         let window = self.ahead_window(page, me);
-        let mut next = page + 1;
-        for q in page + 1..=page + window as PageId {
-            if ctx.home(q) != me || !ctx.same_region(page, q) {
-                break;
-            }
-            let owned_there = self.managed.get(&q).is_some_and(|m| {
+        let next = self.ahead_run(ctx, page, window, |s, q| {
+            let owned_there = s.managed.get(&q).is_some_and(|m| {
                 m.owner == owner
                     && m.busy.is_none()
                     && m.queue.is_empty()
@@ -162,17 +170,14 @@ impl ScSingleWriter {
                     && !m.ahead_wasted
                     && !m.owner_ahead_off
             });
-            let wanted_here = self.pages.get(&q).is_some_and(|np| {
+            let wanted_here = s.pages.get(&q).is_some_and(|np| {
                 !np.is_owner
                     && np.access == Access::None
                     && np.outstanding.is_none()
                     && !np.drop_pending
             });
-            if !owned_there || !wanted_here {
-                break;
-            }
-            next = q + 1;
-        }
+            owned_there && wanted_here
+        });
         if next > page + 1 {
             let count = (next - page - 1) as u32;
             let ask = ProtoMsg::AheadAsk {

@@ -3,6 +3,7 @@
 //! every page, node 1 owns the pages it wrote, node 2 asks for some of them meanwhile.
 
 use super::*;
+use crate::test_actions::{installs, sent};
 use svm_core::protocol::StaticContext;
 
 fn ctx(me: NodeId) -> StaticContext<impl Fn(PageId) -> NodeId> {
@@ -23,24 +24,6 @@ fn msg(p: &mut ScSingleWriter, me: NodeId, from: NodeId, m: ProtoMsg) -> Vec<Act
     let mut out = Vec::new();
     p.on_message(&ctx(me), from, &m, 0, &mut out);
     out
-}
-
-fn sent(out: &[Action]) -> Vec<(NodeId, ProtoMsg)> {
-    out.iter()
-        .filter_map(|a| match a {
-            Action::Send { to, msg, .. } => Some((*to, msg.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-fn installs(out: &[Action]) -> Vec<PageId> {
-    out.iter()
-        .filter_map(|a| match a {
-            Action::InstallIncoming { page, .. } => Some(*page),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The home (node 0) and node 1, which wrote `pages`: node 1 owns them, writable.

@@ -511,29 +511,18 @@ fn a_lock_takes_its_page_along() {
     let counter = example_path("counter");
     let counter = counter.to_str().expect("UTF-8 path");
     let run = |lock_pages: &str| {
-        let _serial = serial();
-        let out = run_svmrun_env(
-            &[
-                "-n",
-                "2",
-                "--protocol",
-                "sc-sw",
-                counter,
-                "200",
-                "--handoff",
-            ],
-            &[("SVM_STATS", "json"), ("SVM_LOCK_PAGES", lock_pages)],
-            DEADLINE,
-        );
-        out.assert_success();
-        only_line(&out, &["counter=400", "expected=400", "OK"]);
-        let objects = stats_objects(&out, 2);
-        let sum = |key: &str| -> u64 {
-            objects
-                .iter()
-                .map(|o| json_u64(o, key).unwrap_or_else(|| panic!("no {key} in {o}\n{out}")))
-                .sum()
-        };
+        let args = [
+            "-n",
+            "2",
+            "--protocol",
+            "sc-sw",
+            counter,
+            "200",
+            "--handoff",
+        ];
+        let env = [("SVM_LOCK_PAGES", lock_pages)];
+        let (out, objects) = run_with_stats(&args, &env, &["counter=400", "expected=400", "OK"]);
+        let sum = |key: &str| -> u64 { objects.iter().map(|o| json_key(o, key, &out)).sum() };
         (
             sum("remote_faults"),
             sum("lock_pages_asked"),
@@ -566,32 +555,24 @@ fn the_home_reads_ahead_what_another_node_wrote() {
     let pagefault = example_path("pagefault");
     let pagefault = pagefault.to_str().expect("UTF-8 path");
     let run = |prefetch: &str| {
-        let _serial = serial();
-        let out = run_svmrun_env(
-            &[
-                "-n",
-                "2",
-                "--protocol",
-                "sc-sw",
-                pagefault,
-                "4",
-                "--home-reads",
-            ],
-            &[("SVM_STATS", "json"), ("SVM_PREFETCH", prefetch)],
-            DEADLINE,
-        );
-        out.assert_success();
-        only_line(&out, &["us_per_page=", "pages=1024"]);
-        let objects = stats_objects(&out, 2);
+        let args = [
+            "-n",
+            "2",
+            "--protocol",
+            "sc-sw",
+            pagefault,
+            "4",
+            "--home-reads",
+        ];
+        let env = [("SVM_PREFETCH", prefetch)];
+        let (out, objects) = run_with_stats(&args, &env, &["us_per_page=", "pages=1024"]);
         let home = objects
             .iter()
             .find(|o| json_u64(o, "node") == Some(0))
             .unwrap_or_else(|| panic!("no statistics of node 0\n{out}"));
-        let get =
-            |key: &str| json_u64(home, key).unwrap_or_else(|| panic!("no {key} in {home}\n{out}"));
         (
-            get("remote_faults"),
-            get("pages_read_ahead"),
+            json_key(home, "remote_faults", &out),
+            json_key(home, "pages_read_ahead", &out),
             out.to_string(),
         )
     };
@@ -603,6 +584,28 @@ fn the_home_reads_ahead_what_another_node_wrote() {
         faults_with * 2 < faults_without,
         "the home's remote faults with read-ahead: {faults_with}, without: {faults_without}\n{with}\n{without}"
     );
+}
+
+/// Runs a 2-node job with `SVM_STATS=json` and `env` (one at a time: the counts must not
+/// suffer from other jobs), checks that it succeeded and printed exactly one line with `line`,
+/// and returns its output and the nodes' statistics objects.
+fn run_with_stats(args: &[&str], env: &[(&str, &str)], line: &[&str]) -> (Output, Vec<String>) {
+    let _serial = serial();
+    let mut env = env.to_vec();
+    env.push(("SVM_STATS", "json"));
+    let out = run_svmrun_env(args, &env, DEADLINE);
+    out.assert_success();
+    only_line(&out, line);
+    let objects = stats_objects(&out, 2)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    (out, objects)
+}
+
+/// `key` of a statistics object, which must have it.
+fn json_key(object: &str, key: &str, out: &Output) -> u64 {
+    json_u64(object, key).unwrap_or_else(|| panic!("no {key} in {object}\n{out}"))
 }
 
 /// Every node's statistics (`SVM_STATS=json`): one JSON object per node on stderr.
