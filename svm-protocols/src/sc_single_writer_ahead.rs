@@ -145,6 +145,24 @@ impl ScSingleWriter {
         self.ahead_sent(page, next, reader);
     }
 
+    /// Manager (`me`): whether a read copy of `page` from `owner` is exactly what a read of
+    /// this node forwarded to `owner` now would bring — by this node's view `owner` owns the
+    /// page, no operation on it is under way or queued, and this node neither counts itself a
+    /// reader nor holds the page nor has asked for it. Checked when asking ahead and again
+    /// when the copy arrives (see the module docs).
+    fn owner_copy_fits(&self, page: PageId, owner: NodeId, me: NodeId) -> bool {
+        let unchanged = self.managed.get(&page).is_some_and(|m| {
+            m.owner == owner && m.busy.is_none() && m.queue.is_empty() && !m.copyset.contains(me)
+        });
+        unchanged
+            && self.pages.get(&page).is_some_and(|np| {
+                !np.is_owner
+                    && np.access == Access::None
+                    && np.outstanding.is_none()
+                    && !np.drop_pending
+            })
+    }
+
     /// Manager and reader: this node's read of `page` was just forwarded to its `owner`. If
     /// the read continues this node's stream, asks the owner for copies of the following
     /// pages it owns too (see the module docs): as many as the window allows of those this
@@ -162,21 +180,10 @@ impl ScSingleWriter {
         let me = ctx.me();
         let window = self.ahead_window(page, me);
         let next = self.ahead_run(ctx, page, window, |s, q| {
-            let owned_there = s.managed.get(&q).is_some_and(|m| {
-                m.owner == owner
-                    && m.busy.is_none()
-                    && m.queue.is_empty()
-                    && !m.copyset.contains(me)
-                    && !m.ahead_wasted
-                    && !m.owner_ahead_off
-            });
-            let wanted_here = s.pages.get(&q).is_some_and(|np| {
-                !np.is_owner
-                    && np.access == Access::None
-                    && np.outstanding.is_none()
-                    && !np.drop_pending
-            });
-            owned_there && wanted_here
+            s.owner_copy_fits(q, owner, me)
+                && s.managed
+                    .get(&q)
+                    .is_some_and(|m| !m.ahead_wasted && !m.owner_ahead_off)
         });
         if next > page + 1 {
             let count = (next - page - 1) as u32;
@@ -237,16 +244,7 @@ impl ScSingleWriter {
         if ctx.home(page) != me {
             return; // stray: only a manager asks
         }
-        let unchanged = self.managed.get(&page).is_some_and(|m| {
-            m.owner == owner && m.busy.is_none() && m.queue.is_empty() && !m.copyset.contains(me)
-        });
-        let wanted = self.pages.get(&page).is_some_and(|np| {
-            !np.is_owner
-                && np.access == Access::None
-                && np.outstanding.is_none()
-                && !np.drop_pending
-        });
-        if !unchanged || !wanted {
+        if !self.owner_copy_fits(page, owner, me) {
             return;
         }
         out.push(Action::InstallIncoming {
