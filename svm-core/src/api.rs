@@ -285,6 +285,7 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
         read_ahead: cfg.prefetch,
         fault_around: cfg.fault_around,
         hold_ns: cfg.hold_us * 1000,
+        flush_after_ns: cfg.flush_after_us * 1000,
         push: cfg.push,
     };
     let protocols: Vec<Option<Box<dyn Protocol>>> = crate::protocol::PROTOCOL_NAMES

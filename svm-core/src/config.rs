@@ -69,6 +69,16 @@ pub struct Config {
     /// long before giving it up again (ends at the node's next release or barrier); default
     /// [`DEFAULT_HOLD_US`], 0 = off.
     pub hold_us: u64,
+    /// `SVM_FLUSH_AFTER_US`: `sc-mw`'s bounded visibility, in µs — writes not yet flushed
+    /// reach their homes (and the other copies are invalidated) at the latest this long after
+    /// the first of them, whether or not the node releases; default
+    /// [`DEFAULT_FLUSH_AFTER_US`], 0 = only at releases.
+    pub flush_after_us: u64,
+    /// `SVM_RELEASE_DELAY_US`: in a job of two nodes, how long a lock release whose token
+    /// stays on the node may leave its flush to a later release (the token leaving, a
+    /// barrier, a semaphore post, a user message) under protocols that allow it (`sc-mw`);
+    /// default [`DEFAULT_RELEASE_DELAY_US`], 0 = every release flushes at once.
+    pub release_delay_us: u64,
     /// `SVM_PUSH`: `sc-sw`'s producer–consumer push — at its barrier arrivals a home sends
     /// read copies of the pages it wrote to the nodes that asked to read them before;
     /// `1` (default) or `0`.
@@ -93,6 +103,12 @@ pub struct Config {
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
 pub const DEFAULT_HOLD_US: u64 = 300;
+
+/// The default of `SVM_FLUSH_AFTER_US`; measurements in docs/protocols.md.
+pub const DEFAULT_FLUSH_AFTER_US: u64 = 1000;
+
+/// The default of `SVM_RELEASE_DELAY_US`; measurements in docs/protocols.md.
+pub const DEFAULT_RELEASE_DELAY_US: u64 = 5000;
 
 /// The default of `SVM_ENGINE_SLICE_US`: the shortest slice Linux gives a normal thread;
 /// measurements in docs/configuration.md.
@@ -383,6 +399,18 @@ impl Config {
         }
         let fault_around = at_most("SVM_FAULT_AROUND", 64, 4096, "a page count")? as usize;
         let hold_us = at_most("SVM_HOLD_US", DEFAULT_HOLD_US, 1_000_000, "microseconds")?;
+        let flush_after_us = at_most(
+            "SVM_FLUSH_AFTER_US",
+            DEFAULT_FLUSH_AFTER_US,
+            1_000_000,
+            "microseconds",
+        )?;
+        let release_delay_us = at_most(
+            "SVM_RELEASE_DELAY_US",
+            DEFAULT_RELEASE_DELAY_US,
+            1_000_000,
+            "microseconds",
+        )?;
         let push = on_unless_0("SVM_PUSH")?;
         let lock_pages = switch("SVM_LOCK_PAGES", false)?;
         let engine_slice_us = checked(
@@ -408,6 +436,8 @@ impl Config {
             prefetch,
             fault_around,
             hold_us,
+            flush_after_us,
+            release_delay_us,
             protocol,
             protocol_given,
             fault,
@@ -482,6 +512,29 @@ mod tests {
         assert!(e.contains("SVM_CPUS") && e.contains("CPU list"), "{e}");
         let e = cfg(&[("SVM_TRANSPORT", "sci")]).unwrap_err().to_string();
         assert!(e.contains("unknown transport"), "{e}");
+    }
+
+    #[test]
+    fn flush_after_and_release_delay() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(
+            (c.flush_after_us, c.release_delay_us),
+            (DEFAULT_FLUSH_AFTER_US, DEFAULT_RELEASE_DELAY_US)
+        );
+        let c = cfg(&[("SVM_FLUSH_AFTER_US", "0"), ("SVM_RELEASE_DELAY_US", "0")]).unwrap();
+        assert_eq!((c.flush_after_us, c.release_delay_us), (0, 0));
+        let c = cfg(&[("SVM_FLUSH_AFTER_US", "1000000")]).unwrap();
+        assert_eq!(c.flush_after_us, 1_000_000);
+        says(
+            &[("SVM_FLUSH_AFTER_US", "1000001")],
+            "SVM_FLUSH_AFTER_US",
+            "microseconds",
+        );
+        says(
+            &[("SVM_RELEASE_DELAY_US", "soon")],
+            "SVM_RELEASE_DELAY_US",
+            "microseconds",
+        );
     }
 
     #[test]

@@ -258,6 +258,11 @@ struct EngineState {
     /// allocated yet (it is behind in the collective call sequence).
     deferred: Vec<VecDeque<(Msg, Vec<u8>)>>,
     next_token: u64,
+    /// A lock release left its flush to the protocols' next release that can tell the other
+    /// node anything (`Protocol::release_can_wait`, a job of two nodes): the time (ns, as
+    /// `now`) by which it runs at the latest (`SVM_RELEASE_DELAY_US`). It runs before the
+    /// token leaves, before a user message, or with any release of every protocol.
+    release_deferred: Option<u64>,
     releases: FxHashMap<u64, ReleaseCont>,
     acquires: FxHashMap<u64, AcquireCont>,
     cells: FxHashMap<Waiter, Arc<WaitCell>>,
@@ -514,6 +519,7 @@ impl Node {
             home_queries: Default::default(),
             deferred: (0..nodes).map(|_| VecDeque::new()).collect(),
             next_token: 1,
+            release_deferred: None,
             releases: FxHashMap::default(),
             acquires: FxHashMap::default(),
             cells: FxHashMap::default(),

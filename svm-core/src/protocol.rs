@@ -187,6 +187,9 @@ pub struct ProtocolStats {
     /// Pushed copies this node dropped at its barrier arrival after a phase of use, so their
     /// homes could write them again without an invalidation (sc-sw, `SVM_PUSH`).
     pub copies_dropped: u64,
+    /// Flushes of writes no release had flushed after `SVM_FLUSH_AFTER_US` (sc-mw's bounded
+    /// visibility).
+    pub timed_flushes: u64,
 }
 
 /// Which hook a barrier's departure runs on a node. The engine and the protocol simulators
@@ -347,6 +350,16 @@ pub trait Protocol: Send {
         false
     }
 
+    /// Whether a lock release whose token stays on this node may leave its flush to this
+    /// node's next release that can tell another node anything: the token leaving (the flush
+    /// runs just before the grant), a barrier arrival, a semaphore post, a user message — or
+    /// the protocol's own timer. The engine asks only in a job of two nodes, where such a
+    /// flush goes out on the one link ahead of whatever tells the other node of the release.
+    /// Default: false.
+    fn release_can_wait(&self) -> bool {
+        false
+    }
+
     /// Whether this node's protocol state is *quiescent*: a release now would complete at once
     /// with no notices and no action but `ReleaseDone`, and an acquire with no notices would
     /// emit nothing but `AcquireDone` (it may count an open critical section that the matching
@@ -426,6 +439,10 @@ pub struct ProtocolOptions {
     /// of the pages it wrote to the nodes that asked to read them before. See
     /// docs/protocols.md.
     pub push: bool,
+    /// Bounded visibility (`SVM_FLUSH_AFTER_US`, in ns here; sc-mw): writes not yet flushed
+    /// reach their homes, and the other copies are invalidated, at the latest this long after
+    /// the first of them, release or not; 0 = only at releases. See docs/protocols.md.
+    pub flush_after_ns: u64,
 }
 
 /// Fault-around sizing for one protocol instance: the window starts at

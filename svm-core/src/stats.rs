@@ -154,6 +154,10 @@ pub struct Counters {
     pub pages_pushed: u64,
     /// Pushed copies dropped after a phase of use (sc-sw, `SVM_PUSH`).
     pub copies_dropped: u64,
+    /// Flushes of writes no release had flushed (sc-mw, `SVM_FLUSH_AFTER_US`).
+    pub timed_flushes: u64,
+    /// Lock releases whose flush waited for a later release (sc-mw, two nodes).
+    pub releases_deferred: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
     pub fault_detect_ns: Histogram,
     /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
@@ -225,6 +229,12 @@ pub struct Stats {
     /// Pushed copies this node dropped at its barrier arrivals after a phase of use, so
     /// their homes could write them again without an invalidation (sc-sw, `SVM_PUSH`).
     pub copies_dropped: u64,
+    /// Flushes of writes no release had flushed after `SVM_FLUSH_AFTER_US` (sc-mw's bounded
+    /// visibility).
+    pub timed_flushes: u64,
+    /// Lock releases of this node whose flush waited for its next release that could tell
+    /// the other node anything (sc-mw in a job of two nodes).
+    pub releases_deferred: u64,
 }
 
 impl Stats {
@@ -273,6 +283,8 @@ impl Stats {
             lock_pages_asked: c.lock_pages_asked,
             pages_pushed: c.pages_pushed,
             copies_dropped: c.copies_dropped,
+            timed_flushes: c.timed_flushes,
+            releases_deferred: c.releases_deferred,
         }
     }
 
@@ -326,12 +338,14 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "  diffs                  twins={} created={} ({} B) applied={} ({} B)",
+            "  diffs                  twins={} created={} ({} B) applied={} ({} B) timed_flushes={} releases_deferred={}",
             self.twins_made,
             self.diffs_created,
             self.diff_bytes_sent,
             self.diffs_applied,
-            self.diff_bytes_applied
+            self.diff_bytes_applied,
+            self.timed_flushes,
+            self.releases_deferred
         )?;
         writeln!(
             f,

@@ -34,6 +34,8 @@ mod refetch;
 mod sticky;
 #[path = "home_mw_sync.rs"]
 mod sync;
+#[path = "home_mw_visible.rs"]
+mod visible;
 
 use sync::Flush;
 
@@ -100,6 +102,8 @@ pub(crate) struct HomeMw {
     /// This node's flushes in the order they started; releases complete in this order.
     flushes: VecDeque<Flush>,
     next_flush: u64,
+    /// sc-mw: the bounded visibility timer (`SVM_FLUSH_AFTER_US`, `home_mw_visible.rs`).
+    pub(crate) visible: visible::Visibility,
     // ---- home side ----
     /// sc-mw: nodes holding a copy of each page this node is home of (never this node).
     copysets: HashMap<PageId, NodeSet>,
@@ -159,6 +163,7 @@ impl HomeMw {
             pushed: BTreeSet::new(),
             flushes: VecDeque::new(),
             next_flush: 1,
+            visible: Default::default(),
             copysets: HashMap::new(),
             inval_pending: BTreeMap::new(),
             home_flushes: HashMap::new(),
@@ -208,6 +213,9 @@ impl HomeMw {
 
     /// A write fault (or write-ahead) made home page `page` writable.
     fn home_written(&mut self, page: PageId) {
+        if self.served.contains(&page) {
+            self.visible.wrote();
+        }
         self.count_home_written(page);
         self.sticky.wrote(page);
     }
@@ -222,6 +230,7 @@ impl HomeMw {
     fn make_writable(&mut self, page: PageId, out: &mut Vec<Action>) {
         out.push(Action::MakeTwin { page });
         self.stats.twins_made += 1;
+        self.visible.wrote();
         self.dirty.insert(page);
         self.note_write(page);
         self.set_access(page, Access::Write, out);
@@ -689,6 +698,13 @@ macro_rules! home_mw_protocol {
                 self.0.write_ahead = $crate::scan_ahead::ScanAhead::new(pages);
                 self
             }
+
+            /// With bounded visibility (`SVM_FLUSH_AFTER_US`, sc-mw only): writes not yet
+            /// flushed are flushed at the latest `ns` after the first of them.
+            pub fn with_flush_after(mut self, ns: u64) -> Self {
+                self.0.visible.after_ns = ns;
+                self
+            }
         }
 
         impl Default for $ty {
@@ -713,7 +729,8 @@ macro_rules! home_mw_protocol {
                     access: Access,
                     out: &mut Vec<Action>,
                 ) {
-                    self.0.on_fault(ctx, page, access, out)
+                    self.0.on_fault(ctx, page, access, out);
+                    self.0.arm_flush_timer(ctx);
                 }
                 fn on_message(
                     &mut self,
@@ -723,7 +740,8 @@ macro_rules! home_mw_protocol {
                     data_len: usize,
                     out: &mut Vec<Action>,
                 ) {
-                    self.0.on_message(ctx, from, msg, data_len, out)
+                    self.0.on_message(ctx, from, msg, data_len, out);
+                    self.0.arm_flush_timer(ctx);
                 }
                 fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
                     self.0.on_release(ctx, token, out)
@@ -784,6 +802,15 @@ macro_rules! home_mw_protocol {
                 fn quiescent(&self) -> bool {
                     self.0.quiescent()
                 }
+                fn next_timer(&self) -> Option<u64> {
+                    self.0.next_timer()
+                }
+                fn on_timer(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+                    self.0.on_timer(ctx, out)
+                }
+                fn release_can_wait(&self) -> bool {
+                    self.0.release_can_wait()
+                }
                 fn barrier_quiescent(&self) -> bool {
                     self.0.barrier_quiescent()
                 }
@@ -798,6 +825,7 @@ macro_rules! home_mw_protocol {
                     self.0.fetch_ahead = $crate::scan_ahead::ScanAhead::new(opts.read_ahead);
                     self.0.write_ahead = $crate::scan_ahead::ScanAhead::new(opts.read_ahead);
                     self.0.push = opts.push;
+                    self.0.visible.after_ns = opts.flush_after_ns;
                 }
                 fn describe(&self, page: PageId) -> String {
                     self.0.describe($name, page)

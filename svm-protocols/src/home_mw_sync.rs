@@ -26,7 +26,7 @@ pub(super) struct Flush {
 
 /// What a flush pushes to the other node of a job of two nodes, once its writes are stopped
 /// (`push`).
-pub(super) enum PushAfter {
+pub(crate) enum PushAfter {
     Nothing,
     /// scope, at the global barrier: the pages among the arrival's notices this node is home
     /// of.
@@ -83,7 +83,7 @@ impl HomeMw {
     /// the shared-memory barrier, which sends no message, goes through the message barrier).
     /// Laplace at 2 nodes: a round trip less at every barrier after which a node wrote the
     /// shared error array (scope), or wrote its boundary rows (sc-mw).
-    fn flush(
+    pub(super) fn flush(
         &mut self,
         ctx: &dyn Context,
         release: Option<(u64, Vec<PageId>)>,
@@ -102,6 +102,7 @@ impl HomeMw {
         // Home pages written after every release stay writable and count as written at the
         // next release too (`home_mw_sticky.rs`).
         let sticky = self.sticky.at_release(&dirty_home);
+        self.visible.flushed(dirty.len() + dirty_home.len());
         // Stop writers first: the diffs and the home's invalidations must see final contents.
         for &p in dirty.iter().chain(&dirty_home) {
             if sticky.binary_search(&p).is_err() {
@@ -119,6 +120,22 @@ impl HomeMw {
         // `pushed` pages went to their homes earlier, with an `InvalAck`: named here, they
         // count as sent until this flush is acknowledged.
         let diffed: Vec<PageId> = dirty.union(&pushed).copied().collect();
+        let local = u32::from(self.mode == Mode::Eager && !dirty_home.is_empty());
+        // Counted before `invalidate_others`, which may complete (and decrement) at once; with
+        // one more acknowledgement, and without its release, until every message of the flush
+        // is out: the release must not complete (and the barrier arrival or the lock's grant
+        // leave) ahead of the diffs or the pushes.
+        let flush = Flush::new(ctx, id, homes + local + 1, diffed, None);
+        self.flushes.push_back(flush);
+        let written_home: Vec<PageId> = dirty_home.into_iter().collect();
+        if local == 1 {
+            self.invalidate_others(ctx, &written_home, ctx.me(), Reply::Local { id }, out);
+        }
+        // The diffs after the invalidations of this home's own pages: in a job of two nodes the
+        // other node, which is the home of every diffed page, drops its stale copies of this
+        // node's pages before it applies the diffs (per-pair FIFO). Only a racy program can
+        // tell — a flag written after a datum with no release between them, flushed together
+        // by the bounded visibility timer (`home_mw_visible.rs`) — but it then reads the datum.
         for (home, (diffed, pushed)) in batches {
             self.stats.diffs_created += diffed.len() as u64;
             out.push(Action::SendDiffs {
@@ -131,14 +148,6 @@ impl HomeMw {
                 pages: diffed,
             });
         }
-        let local = u32::from(self.mode == Mode::Eager && !dirty_home.is_empty());
-        // Counted before `invalidate_others`: it may complete (and decrement) at once.
-        let flush = Flush::new(ctx, id, homes + local, diffed, release);
-        self.flushes.push_back(flush);
-        let written_home: Vec<PageId> = dirty_home.into_iter().collect();
-        if local == 1 {
-            self.invalidate_others(ctx, &written_home, ctx.me(), Reply::Local { id }, out);
-        }
         // After the writes were stopped and the other copies invalidated, before the release
         // leaves (`push`).
         match push {
@@ -148,6 +157,10 @@ impl HomeMw {
         }
         for p in sticky {
             self.count_home_written(p);
+        }
+        if let Some(f) = self.flushes.iter_mut().find(|f| f.id == id) {
+            f.release = release;
+            f.acked();
         }
         self.complete_flushes(out);
     }

@@ -21,16 +21,17 @@
 //! ```
 
 mod common;
+#[path = "common/lone_word.rs"]
+mod lone_word;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use lone_word::{parse_rounds, LoneWord as Var};
 use svm::{Home, SharedSlice};
 
 const USAGE: &str = "usage: litmus [ROUNDS]    (sequential-consistency litmus tests, default 200 rounds; needs >= 2 nodes)";
 const DEFAULT_ROUNDS: u64 = 200;
-const PAGE: usize = 4096;
-const WORDS_PER_PAGE: usize = PAGE / std::mem::size_of::<u64>();
 /// How long rank 1 spins on the message-passing flag before declaring it lost.
 const SPIN_LIMIT: Duration = Duration::from_secs(20);
 /// Upper bound of the random delay before each rank's racing operations (a remote fault costs
@@ -50,47 +51,6 @@ const RES_MP_SEEN: usize = 4;
 const RES_MP_KIND: usize = 5;
 
 type BoxError = Box<dyn std::error::Error>;
-
-fn parse_args() -> Result<Option<u64>, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [h] if h == "-h" || h == "--help" => Ok(None),
-        [] => Ok(Some(DEFAULT_ROUNDS)),
-        [r] => match r.parse::<u64>() {
-            Ok(rounds) if rounds >= 1 => Ok(Some(rounds)),
-            _ => Err(format!("ROUNDS must be a positive integer, got {r:?}")),
-        },
-        _ => Err(format!(
-            "expected at most one argument (ROUNDS), got {}",
-            args.len()
-        )),
-    }
-}
-
-/// A `u64` alone on its page: two pages are allocated and the word that starts the page inside
-/// them is used.
-#[derive(Clone, Copy)]
-struct Var {
-    pages: SharedSlice<u64>,
-    index: usize,
-}
-
-impl Var {
-    /// Collective.
-    fn alloc(home: Home) -> Result<Var, BoxError> {
-        let pages = svm::alloc_collective_with::<u64>(2 * WORDS_PER_PAGE, home)?;
-        let index = ((PAGE - pages.addr() % PAGE) % PAGE) / std::mem::size_of::<u64>();
-        Ok(Var { pages, index })
-    }
-
-    fn get(&self) -> u64 {
-        self.pages.get(self.index)
-    }
-
-    fn set(&self, v: u64) {
-        self.pages.set(self.index, v)
-    }
-}
 
 struct Results {
     slots: SharedSlice<u64>,
@@ -360,5 +320,5 @@ fn run(rounds: u64) -> Result<bool, BoxError> {
 }
 
 fn main() -> ExitCode {
-    common::main("litmus", USAGE, parse_args(), run)
+    common::main("litmus", USAGE, parse_rounds(DEFAULT_ROUNDS), run)
 }

@@ -545,6 +545,56 @@ fn a_lock_takes_its_page_along() {
     );
 }
 
+/// sc-mw's bounded visibility (`SVM_FLUSH_AFTER_US`): `flags` hands a turn back and forth
+/// between two real nodes through plain loads and stores, with no release between them; every
+/// turn arrives, with the datum written before it, through timed flushes. (With the timer off
+/// no turn ever arrives: the simulators check that, `bounded_visibility.rs`.)
+#[test]
+fn a_racy_flag_arrives_under_sc_mw() {
+    let example = example_path("flags");
+    let example = example.to_str().expect("UTF-8 path");
+    let args = ["-n", "2", "--protocol", "sc-mw", example, "30"];
+    let (out, objects) = run_with_stats(&args, &[], &["flags", "rounds=30", "OK"]);
+    let timed: u64 = objects
+        .iter()
+        .map(|o| json_key(o, "timed_flushes", &out))
+        .sum();
+    assert!(timed >= 30, "{timed} timed flushes for 60 turns\n{out}");
+}
+
+/// sc-mw's lock releases that wait (`SVM_RELEASE_DELAY_US`, jobs of two nodes): `counter`'s
+/// nodes take one lock in turns, and a release whose token stays on the node leaves its flush
+/// to the token's departure. Counts, not times: with the delay, releases were deferred and the
+/// job diffed fewer pages than releases it made; without it (0) every release that wrote
+/// flushed. Both runs verify the counter.
+#[test]
+fn lock_releases_that_keep_their_token_flush_later_under_sc_mw() {
+    let counter = example_path("counter");
+    let counter = counter.to_str().expect("UTF-8 path");
+    let run = |delay: &str| {
+        let args = ["-n", "2", "--protocol", "sc-mw", counter, "500"];
+        let env = [("SVM_RELEASE_DELAY_US", delay)];
+        let (out, objects) = run_with_stats(&args, &env, &["counter=1000", "expected=1000", "OK"]);
+        let sum = |key: &str| -> u64 { objects.iter().map(|o| json_key(o, key, &out)).sum() };
+        (
+            sum("releases_deferred"),
+            sum("diffs_created"),
+            out.to_string(),
+        )
+    };
+    let (deferred, diffs_with, with) = run("1000");
+    let (deferred_without, diffs_without, without) = run("0");
+    assert_eq!(
+        deferred_without, 0,
+        "SVM_RELEASE_DELAY_US=0 deferred releases\n{without}"
+    );
+    assert!(deferred > 0, "no release was deferred\n{with}");
+    assert!(
+        diffs_with < diffs_without,
+        "pages diffed with the delay: {diffs_with}, without: {diffs_without}\n{with}\n{without}"
+    );
+}
+
 /// sc-sw read-ahead from the owner to the manager: rank 1 fills 4 MiB homed on rank 0, then
 /// rank 0 (the home and manager) reads every page in order. Each read goes to the owner, rank
 /// 1, which also sends the following pages ahead when the home asks for them. Counts, not

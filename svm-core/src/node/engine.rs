@@ -363,7 +363,7 @@ impl Node {
     pub(super) fn next_timer(st: &EngineState) -> Option<u64> {
         let lingers = st.lingers.iter().map(|&(t, _)| t);
         let protocols = st.protocols.iter().flatten().filter_map(|p| p.next_timer());
-        lingers.chain(protocols).min()
+        lingers.chain(protocols).chain(st.release_deferred).min()
     }
 
     /// Runs the timers due by the step's time: moves on the lock tokens whose linger has
@@ -383,6 +383,9 @@ impl Node {
             let mut evs = Vec::new();
             st.sync.linger_expired(lock, &mut evs);
             self.run_sync_events(st, evs)?;
+        }
+        if st.release_deferred.is_some_and(|t| t <= now) {
+            self.flush_deferred_releases(st)?;
         }
         for id in 0..st.protocols.len() {
             let ctx = self.ctx(now, &st.installs, &st.lock_pages);

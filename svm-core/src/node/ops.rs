@@ -64,7 +64,10 @@ impl Node {
             return;
         }
         let mut st = self.lock_state();
-        if let Err(e) = self.send(&mut st, to, Msg::User { tag }, data) {
+        let sent = self
+            .flush_deferred_releases(&mut st)
+            .and_then(|()| self.send(&mut st, to, Msg::User { tag }, data));
+        if let Err(e) = sent {
             self.fail(Some(&st), e);
         }
     }
@@ -182,6 +185,7 @@ impl Node {
             c.requests_kept_for_lock += ps.requests_kept_for_lock;
             c.pages_pushed += ps.pages_pushed;
             c.copies_dropped += ps.copies_dropped;
+            c.timed_flushes += ps.timed_flushes;
         }
         Stats::from_counters(
             &c,
