@@ -155,9 +155,15 @@ impl HomeMw {
             PushAfter::Notices(pages) => self.push_written(ctx, &pages, out),
             PushAfter::WrittenHomePages => self.push_written(ctx, &written_home, out),
         }
+        // Sticky pages take no write fault: the timer must run for what is written to them
+        // until they are lowered again.
+        if !sticky.is_empty() {
+            self.visible.wrote();
+        }
         for p in sticky {
             self.count_home_written(p);
         }
+        self.arm_flush_timer(ctx);
         if let Some(f) = self.flushes.iter_mut().find(|f| f.id == id) {
             f.release = release;
             f.acked();

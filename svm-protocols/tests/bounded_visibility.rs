@@ -141,6 +141,52 @@ fn without_the_timer_such_flags_are_never_seen() {
     }
 }
 
+/// Node 0 raises a flag on a page it is home of, round after round, and node 1 answers on
+/// another of node 0's pages. Written in two flush intervals in a row, the flag's page stays
+/// writable across flushes (sticky home pages) and takes no write fault any more: the timer
+/// must run for it all the same, or node 1 never sees the later rounds.
+#[test]
+fn a_flag_on_a_home_page_that_stays_writable_still_arrives() {
+    const ROUNDS: u64 = 6;
+    let (flag, answer) = (addr(2, 0), addr(4, 3));
+    for seed in 0..100 {
+        for kind in ["protocol", "engine"] {
+            let mut writer = Vec::new();
+            let mut reader = Vec::new();
+            for k in 1..=ROUNDS {
+                writer.extend([
+                    Op::Store {
+                        addr: flag,
+                        value: k,
+                    },
+                    spin(answer, k),
+                ]);
+                reader.extend([
+                    spin(flag, k),
+                    Op::Store {
+                        addr: answer,
+                        value: k,
+                    },
+                ]);
+            }
+            let got = if kind == "protocol" {
+                let mut c = Cluster::new(config(seed), bounded);
+                c.spawn(0, writer);
+                c.spawn(1, reader);
+                c.run().map(|_| ())
+            } else {
+                let mut c = EngineCluster::new(config(seed), bounded).expect("engine simulator");
+                c.spawn(0, writer);
+                c.spawn(1, reader);
+                c.run().map(|_| ())
+            };
+            if let Err(e) = got {
+                panic!("{kind} simulator, seed {seed}: {e}");
+            }
+        }
+    }
+}
+
 /// Node 0 takes and releases one lock 40 times, writing a page homed on node 1 each time, while
 /// node 1 waits at a barrier; then node 1 reads the page. In a job of two nodes the lock's
 /// token stays on node 0, so its releases leave their flush to later — the barrier arrival or
