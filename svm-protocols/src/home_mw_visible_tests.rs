@@ -4,6 +4,7 @@
 use super::*;
 use svm_core::protocol::{Access, NodeId, PageId, ProtoMsg, Protocol};
 
+use crate::test_actions::diffs_sent;
 use crate::{ScMultiWriter, Scope};
 
 const AFTER: u64 = 1_000;
@@ -30,52 +31,6 @@ impl Context for Timed {
     }
 }
 
-/// Node 0 writes `REMOTE` at time `now`: fetch, grant, twin.
-fn write_remote(p: &mut dyn Protocol, now: u64) {
-    let ctx = Timed { now };
-    let mut out = Vec::new();
-    p.on_fault(&ctx, REMOTE, Access::Write, &mut out);
-    let grant = ProtoMsg::Grant {
-        page: REMOTE,
-        access: Access::Read,
-        with_data: true,
-    };
-    p.on_message(&ctx, 1, &grant, 0, &mut out);
-}
-
-fn diffs_sent(out: &[Action]) -> usize {
-    out.iter()
-        .filter(|a| matches!(a, Action::SendDiffs { .. }))
-        .count()
-}
-
-fn timer(p: &mut dyn Protocol, now: u64) -> Vec<Action> {
-    let mut out = Vec::new();
-    p.on_timer(&Timed { now }, &mut out);
-    out
-}
-
-#[test]
-fn unreleased_writes_are_flushed_when_the_timer_runs_out() {
-    let mut p = ScMultiWriter::new().with_flush_after(AFTER);
-    assert_eq!(p.next_timer(), None, "nothing written, no timer");
-    write_remote(&mut p, 100);
-    assert_eq!(p.next_timer(), Some(100 + AFTER));
-    assert!(!p.quiescent());
-    assert!(timer(&mut p, 100 + AFTER - 1).is_empty(), "not due yet");
-    let out = timer(&mut p, 100 + AFTER);
-    assert_eq!(diffs_sent(&out), 1, "{out:?}");
-    assert!(
-        out.contains(&Action::SetAccess {
-            page: REMOTE,
-            access: Access::Read
-        }),
-        "the writer's copy is lowered as at a release: {out:?}"
-    );
-    assert_eq!(p.next_timer(), None);
-    assert_eq!(p.stats().timed_flushes, 1);
-}
-
 /// Node 0 writes pages `pages` (homed on node 1) at time `now`: each a fetch and a twin, or a
 /// twin again on the copy a flush lowered.
 fn write_pages(p: &mut dyn Protocol, pages: std::ops::Range<PageId>, now: u64) {
@@ -90,6 +45,33 @@ fn write_pages(p: &mut dyn Protocol, pages: std::ops::Range<PageId>, now: u64) {
         };
         p.on_message(&ctx, 1, &grant, 0, &mut out);
     }
+}
+
+fn timer(p: &mut dyn Protocol, now: u64) -> Vec<Action> {
+    let mut out = Vec::new();
+    p.on_timer(&Timed { now }, &mut out);
+    out
+}
+
+#[test]
+fn unreleased_writes_are_flushed_when_the_timer_runs_out() {
+    let mut p = ScMultiWriter::new().with_flush_after(AFTER);
+    assert_eq!(p.next_timer(), None, "nothing written, no timer");
+    write_pages(&mut p, REMOTE..REMOTE + 1, 100);
+    assert_eq!(p.next_timer(), Some(100 + AFTER));
+    assert!(!p.quiescent());
+    assert!(timer(&mut p, 100 + AFTER - 1).is_empty(), "not due yet");
+    let out = timer(&mut p, 100 + AFTER);
+    assert_eq!(diffs_sent(&out), 1, "{out:?}");
+    assert!(
+        out.contains(&Action::SetAccess {
+            page: REMOTE,
+            access: Access::Read
+        }),
+        "the writer's copy is lowered as at a release: {out:?}"
+    );
+    assert_eq!(p.next_timer(), None);
+    assert_eq!(p.stats().timed_flushes, 1);
 }
 
 #[test]
@@ -135,10 +117,10 @@ fn the_wait_grows_with_the_size_of_the_last_flush() {
 #[test]
 fn off_by_default_and_never_under_scope() {
     let mut plain = ScMultiWriter::new();
-    write_remote(&mut plain, 5);
+    write_pages(&mut plain, REMOTE..REMOTE + 1, 5);
     assert_eq!(plain.next_timer(), None);
     let mut scope = Scope::new().with_flush_after(AFTER);
-    write_remote(&mut scope, 5);
+    write_pages(&mut scope, REMOTE..REMOTE + 1, 5);
     assert_eq!(
         scope.next_timer(),
         None,

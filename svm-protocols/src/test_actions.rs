@@ -21,3 +21,10 @@ pub(crate) fn installs(out: &[Action]) -> Vec<PageId> {
         })
         .collect()
 }
+
+/// How many `SendDiffs` actions there are (one per home a flush sends diffs to).
+pub(crate) fn diffs_sent(out: &[Action]) -> usize {
+    out.iter()
+        .filter(|a| matches!(a, Action::SendDiffs { .. }))
+        .count()
+}

@@ -522,7 +522,7 @@ fn a_lock_takes_its_page_along() {
         ];
         let env = [("SVM_LOCK_PAGES", lock_pages)];
         let (out, objects) = run_with_stats(&args, &env, &["counter=400", "expected=400", "OK"]);
-        let sum = |key: &str| -> u64 { objects.iter().map(|o| json_key(o, key, &out)).sum() };
+        let sum = |key: &str| job_sum(&objects, key, &out);
         (
             sum("remote_faults"),
             sum("lock_pages_asked"),
@@ -555,10 +555,7 @@ fn a_racy_flag_arrives_under_sc_mw() {
     let example = example.to_str().expect("UTF-8 path");
     let args = ["-n", "2", "--protocol", "sc-mw", example, "30"];
     let (out, objects) = run_with_stats(&args, &[], &["flags", "rounds=30", "OK"]);
-    let timed: u64 = objects
-        .iter()
-        .map(|o| json_key(o, "timed_flushes", &out))
-        .sum();
+    let timed = job_sum(&objects, "timed_flushes", &out);
     assert!(timed >= 30, "{timed} timed flushes for 60 turns\n{out}");
 }
 
@@ -575,7 +572,7 @@ fn lock_releases_that_keep_their_token_flush_later_under_sc_mw() {
         let args = ["-n", "2", "--protocol", "sc-mw", counter, "500"];
         let env = [("SVM_RELEASE_DELAY_US", delay)];
         let (out, objects) = run_with_stats(&args, &env, &["counter=1000", "expected=1000", "OK"]);
-        let sum = |key: &str| -> u64 { objects.iter().map(|o| json_key(o, key, &out)).sum() };
+        let sum = |key: &str| job_sum(&objects, key, &out);
         (
             sum("releases_deferred"),
             sum("diffs_created"),
@@ -651,6 +648,11 @@ fn run_with_stats(args: &[&str], env: &[(&str, &str)], line: &[&str]) -> (Output
         .map(str::to_string)
         .collect();
     (out, objects)
+}
+
+/// `key` summed over every node's statistics object (each must have it).
+fn job_sum(objects: &[String], key: &str, out: &Output) -> u64 {
+    objects.iter().map(|o| json_key(o, key, out)).sum()
 }
 
 /// `key` of a statistics object, which must have it.
