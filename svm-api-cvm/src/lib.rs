@@ -253,8 +253,7 @@ pub extern "C" fn cvm_alloc(size: c_int) -> *mut c_void {
         if size < 0 {
             fail(&format!("cvm_alloc({size}): negative size"));
         }
-        let s = or_fail(api::alloc_local::<u8>((size as usize).max(1)));
-        s.addr() as *mut c_void
+        workers::alloc_shared(size as usize) as *mut c_void
     })
 }
 

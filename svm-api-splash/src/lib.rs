@@ -6,7 +6,8 @@
 //! - the master runs `main`; every other node parks in a worker loop and runs what `CREATE`
 //!   ships to it (a function address: every node runs the same binary at the same addresses,
 //!   which is checked at start);
-//! - `G_MALLOC` is job-wide from any node; locks and barriers are named by the address of
+//! - `G_MALLOC` is job-wide from any node (under a home-based protocol each page is homed on
+//!   the first node that touches it); locks and barriers are named by the address of
 //!   their variable (the same on every node), pause flags and condition variables by integer
 //!   ids valid on every node;
 //! - `exit(status)` anywhere ends the job with that status; `MAIN_END` ends it with 0.
@@ -99,8 +100,7 @@ pub extern "C" fn svm_splash_clock() -> c_ulong {
 pub extern "C" fn svm_splash_malloc(size: usize) -> *mut c_void {
     guard("G_MALLOC", || {
         procs();
-        let s = or_fail(api::alloc_local::<u8>(size.max(1)));
-        s.addr() as *mut c_void
+        workers::alloc_shared(size) as *mut c_void
     })
 }
 

@@ -486,6 +486,13 @@ pub fn measure_fault_detection(pages: usize) -> Result<(f64, f64, f64)> {
     ))
 }
 
+/// Whether the job's default protocol is home-based (`sc-mw`, `scope`): every write ends up
+/// at its page's home, so data placement decides what releases cost (see
+/// [`alloc_local_first_touch`]). False outside a job.
+pub fn home_based_protocol() -> bool {
+    RUNTIME.get().is_some_and(|n| n.home_based())
+}
+
 /// Home node of the shared address `addr` as this node knows it: None outside shared memory,
 /// and for a first-touch page this node has not touched yet.
 pub fn home_of(addr: usize) -> Option<usize> {
@@ -728,14 +735,34 @@ pub fn alloc_collective_in<T: bytemuck::Pod>(
 /// once they learn its address (e.g. through a collective slice).
 #[track_caller]
 pub fn alloc_local<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
+    local_slice(len, Space::alloc_local, std::panic::Location::caller())
+}
+
+/// Allocation in this node's arena whose pages are each homed on the first node that touches
+/// them (no messages at allocation; the first touch of a page asks its directory node, one
+/// round trip). For data one node allocates and others initialise and then mostly write
+/// themselves — a master allocating for its workers — under the home-based protocols
+/// (`sc-mw`, `scope`), whose homes receive every diff. Free it with [`free_local`].
+#[track_caller]
+pub fn alloc_local_first_touch<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
+    local_slice(
+        len,
+        Space::alloc_local_first_touch,
+        std::panic::Location::caller(),
+    )
+}
+
+/// A slice of `len` elements from one of this node's local allocators.
+fn local_slice<T: bytemuck::Pod>(
+    len: usize,
+    alloc: fn(&Space, usize) -> std::result::Result<usize, SpaceError>,
+    caller: &'static std::panic::Location<'static>,
+) -> Result<SharedSlice<T>> {
     let n = node()?;
     let bytes = bytes_of::<T>(len, n)?;
-    let addr = n
-        .space
-        .alloc_local(bytes)
-        .map_err(|err| SvmError::Space { node: n.me, err })?;
+    let addr = alloc(&n.space, bytes).map_err(|err| SvmError::Space { node: n.me, err })?;
     if crate::profile::on() {
-        crate::profile::allocated(addr, bytes, false, std::panic::Location::caller());
+        crate::profile::allocated(addr, bytes, false, caller);
     }
     Ok(SharedSlice {
         addr,
@@ -744,7 +771,8 @@ pub fn alloc_local<T: bytemuck::Pod>(len: usize) -> Result<SharedSlice<T>> {
     })
 }
 
-/// Frees a slice from [`alloc_local`] (only on the node that allocated it).
+/// Frees a slice from [`alloc_local`] or [`alloc_local_first_touch`] (only on the node that
+/// allocated it).
 pub fn free_local<T: bytemuck::Pod>(s: SharedSlice<T>) -> Result<()> {
     let n = node()?;
     n.space
@@ -1035,7 +1063,8 @@ pub fn abort_job(code: i32, why: &str) -> ! {
     }
 }
 
-/// Frees an allocation of [`alloc_local`] by address (only on the node that made it).
+/// Frees an allocation of [`alloc_local`] or [`alloc_local_first_touch`] by address (only on
+/// the node that made it).
 pub fn free_local_addr(addr: usize) -> Result<()> {
     let n = node()?;
     n.space

@@ -387,6 +387,8 @@ pub struct Node {
     stop: AtomicBool,
     engine: Mutex<Option<JoinHandle<()>>>,
     protocol_name: &'static str,
+    /// The default protocol is home-based (`Protocol::home_based`).
+    home_based: bool,
     next_waiter: AtomicU64,
     user_box: Mutex<VecDeque<UserMessage>>,
     user_cv: std::sync::Condvar,
@@ -503,6 +505,10 @@ impl Node {
         } = parts;
         let page_size = space.page_size();
         let protocol_name = crate::protocol::PROTOCOL_NAMES[default_proto as usize];
+        let home_based = protocols
+            .get(default_proto as usize)
+            .and_then(|p| p.as_ref())
+            .is_some_and(|p| p.home_based());
         let state = EngineState {
             protocols,
             fanin: FxHashMap::default(),
@@ -559,6 +565,7 @@ impl Node {
             stop: AtomicBool::new(false),
             engine: Mutex::new(None),
             protocol_name,
+            home_based,
             next_waiter: AtomicU64::new(1),
             user_box: Mutex::new(VecDeque::new()),
             user_cv: std::sync::Condvar::new(),
@@ -629,6 +636,11 @@ impl Node {
 
     pub fn protocol_name(&self) -> &'static str {
         self.protocol_name
+    }
+
+    /// Whether the default protocol is home-based (`Protocol::home_based`).
+    pub fn home_based(&self) -> bool {
+        self.home_based
     }
 }
 

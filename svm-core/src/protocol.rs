@@ -360,6 +360,15 @@ pub trait Protocol: Send {
         false
     }
 
+    /// Whether every write to a page ends up at its home (home-based protocols: diffs go to
+    /// the home at each release), so that where pages are homed decides what each release
+    /// costs. Personalities whose master allocates the data of all nodes then home it by first
+    /// touch ([`crate::api::alloc_local_first_touch`]). Default: false (the home is only the
+    /// page's manager, as under sc-sw, whose pages move to their writers).
+    fn home_based(&self) -> bool {
+        false
+    }
+
     /// Whether this node's protocol state is *quiescent*: a release now would complete at once
     /// with no notices and no action but `ReleaseDone`, and an acquire with no notices would
     /// emit nothing but `AcquireDone` (it may count an open critical section that the matching

@@ -4,7 +4,11 @@
 //! - the first half is the *collective* arena: every node makes the same collective allocations
 //!   in the same order and therefore gets the same addresses, without messages;
 //! - the second half is split into one arena per node: node k allocates there alone (no
-//!   messages) and is the home of those pages.
+//!   messages). The lower half of node k's arena is homed on node k; its upper half is the
+//!   *first-touch* part: each of its pages is homed on the first node to touch it (a program
+//!   whose master allocates data that the workers then initialise, as SPLASH-2's do, gets each
+//!   page homed at its writer). Which part an address lies in follows from the address alone,
+//!   so no node needs to hear of another's local allocations.
 //!
 //! Each collective allocation is a region with a home policy; the region table is identical on
 //! every node because collective calls happen in the same order everywhere.
@@ -179,11 +183,15 @@ pub struct Space {
     me: NodeId,
     nodes: NodeId,
     node_arena_size: usize,
+    /// Offset in each node's arena of its first-touch part (half the arena, page aligned).
+    first_touch_offset: usize,
     collective: Mutex<Arena>,
     /// The collective arena's allocation top, published after the region table is updated:
     /// read on every incoming protocol message without taking the arena's lock.
     collective_top: std::sync::atomic::AtomicUsize,
     local: Mutex<Arena>,
+    /// This node's first-touch part of its arena.
+    local_first_touch: Mutex<Arena>,
     regions: RwLock<Vec<Region>>,
     statics: Vec<StaticSeg>,
     /// Homes of first-touch pages known here: pages this node touched, and on a page's
@@ -201,6 +209,8 @@ impl Space {
         let half = (size / 2) / page_size * page_size;
         let node_arena_size = ((size - half) / nodes as usize) / page_size * page_size;
         let my_start = base + half + me as usize * node_arena_size;
+        let first_touch_offset = (node_arena_size / 2) / page_size * page_size;
+        let my_first_touch = my_start + first_touch_offset;
         Space {
             base,
             size,
@@ -209,9 +219,11 @@ impl Space {
             me,
             nodes,
             node_arena_size,
+            first_touch_offset,
             collective: Mutex::new(Arena::new(base, base + half)),
             collective_top: std::sync::atomic::AtomicUsize::new(base),
-            local: Mutex::new(Arena::new(my_start, my_start + node_arena_size)),
+            local: Mutex::new(Arena::new(my_start, my_first_touch)),
+            local_first_touch: Mutex::new(Arena::new(my_first_touch, my_start + node_arena_size)),
             regions: RwLock::new(Vec::new()),
             statics: Vec::new(),
             first_touch: RwLock::new(Default::default()),
@@ -323,6 +335,9 @@ impl Space {
         let addr = self.page_addr(page);
         let cend = self.collective_end();
         if addr >= cend {
+            if self.in_first_touch_part(addr) {
+                return self.first_touch_home(page);
+            }
             return (((addr - cend) / self.node_arena_size) as NodeId).min(self.nodes - 1);
         }
         let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
@@ -350,20 +365,35 @@ impl Space {
                         }
                         home
                     }
-                    // Never stored: allocation refuses it.
-                    Home::FirstTouch => {
-                        let homes = self.first_touch.read().unwrap_or_else(|p| p.into_inner());
-                        // Not known here yet: this node never touched the page, so no node it
-                        // deals with about the page is this one; any other node is right.
-                        homes
-                            .get(&page)
-                            .copied()
-                            .unwrap_or(if self.me == 0 { 1 } else { 0 })
-                    }
+                    Home::FirstTouch => self.first_touch_home(page),
                 }
             }
             _ => 0,
         }
+    }
+
+    /// Home of a first-touch page as known here.
+    fn first_touch_home(&self, page: PageId) -> NodeId {
+        let homes = self.first_touch.read().unwrap_or_else(|p| p.into_inner());
+        // Not known here yet: this node never touched the page, so no node it deals with
+        // about the page is this one; any other node is right.
+        homes
+            .get(&page)
+            .copied()
+            .unwrap_or(if self.me == 0 { 1 } else { 0 })
+    }
+
+    fn first_touch_known(&self, page: PageId) -> bool {
+        self.first_touch
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&page)
+    }
+
+    /// Whether the address of a node arena lies in that arena's first-touch part.
+    fn in_first_touch_part(&self, addr: usize) -> bool {
+        let cend = self.collective_end();
+        addr >= cend && (addr - cend) % self.node_arena_size >= self.first_touch_offset
     }
 
     /// What the fault path needs about a page, from one look at the region table: its
@@ -372,16 +402,14 @@ impl Space {
         if page >= STATIC_PAGE_BASE {
             return (self.default_proto, false);
         }
+        if self.in_first_touch_part(self.page_addr(page)) {
+            return (self.default_proto, !self.first_touch_known(page));
+        }
         let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
         let i = regions.partition_point(|r| r.end <= page);
         match regions.get(i) {
             Some(r) if r.start <= page => {
-                let unresolved = r.home == Home::FirstTouch
-                    && !self
-                        .first_touch
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .contains_key(&page);
+                let unresolved = r.home == Home::FirstTouch && !self.first_touch_known(page);
                 (r.proto, unresolved)
             }
             _ => (self.default_proto, false),
@@ -393,14 +421,15 @@ impl Space {
         if page >= STATIC_PAGE_BASE {
             return false;
         }
+        if self.in_first_touch_part(self.page_addr(page)) {
+            return !self.first_touch_known(page);
+        }
         let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
         let i = regions.partition_point(|r| r.end <= page);
         match regions.get(i) {
-            Some(r) if r.start <= page && r.home == Home::FirstTouch => !self
-                .first_touch
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains_key(&page),
+            Some(r) if r.start <= page && r.home == Home::FirstTouch => {
+                !self.first_touch_known(page)
+            }
             _ => false,
         }
     }
@@ -449,6 +478,10 @@ impl Space {
             return regions.get(i).is_some_and(|r| {
                 r.start <= a && b >= r.start && b < r.end && r.home != Home::FirstTouch
             });
+        }
+        // First-touch pages may have different homes, as in a first-touch region.
+        if self.in_first_touch_part(aa) || self.in_first_touch_part(ba) {
+            return false;
         }
         let arena = |addr: usize| (addr - cend) / self.node_arena_size;
         if arena(aa) != arena(ba) {
@@ -577,6 +610,21 @@ impl Space {
 
     /// Local allocation in this node's arena (no messages; home = this node).
     pub fn alloc_local(&self, bytes: usize) -> Result<usize, SpaceError> {
+        self.alloc_in(&self.local, bytes, "this node's")
+    }
+
+    /// Local allocation in this node's first-touch part (no messages; each page homed on the
+    /// first node that touches it).
+    pub fn alloc_local_first_touch(&self, bytes: usize) -> Result<usize, SpaceError> {
+        self.alloc_in(&self.local_first_touch, bytes, "this node's first-touch")
+    }
+
+    fn alloc_in(
+        &self,
+        arena: &Mutex<Arena>,
+        bytes: usize,
+        name: &'static str,
+    ) -> Result<usize, SpaceError> {
         if bytes == 0 {
             return Err(SpaceError::Empty);
         }
@@ -585,14 +633,22 @@ impl Space {
         } else {
             SMALL_ALIGN
         };
-        self.local
+        arena
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .alloc(bytes, align, "this node's")
+            .alloc(bytes, align, name)
     }
 
+    /// Frees an allocation of [`Space::alloc_local`] or [`Space::alloc_local_first_touch`].
+    /// The homes of freed first-touch pages stay what they were: every node already agrees on
+    /// them, and a reuse of the memory finds them there.
     pub fn free_local(&self, addr: usize) -> Result<(), SpaceError> {
-        self.local
+        let arena = if self.in_first_touch_part(addr) {
+            &self.local_first_touch
+        } else {
+            &self.local
+        };
+        arena
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .free(addr)
@@ -649,6 +705,54 @@ mod tests {
         s0.free_local(x).unwrap();
         assert_eq!(s0.free_local(x), Err(SpaceError::BadFree { addr: x }));
         assert_eq!(s0.alloc_local(10).unwrap(), x);
+    }
+
+    #[test]
+    fn first_touch_local_pages_are_homed_where_the_directory_says() {
+        let s0 = Space::new(B, 1 << 30, 4096, 0, 2);
+        let s1 = Space::new(B, 1 << 30, 4096, 1, 2);
+        let owned = s0.alloc_local(2 * 4096).unwrap();
+        let a = s0.alloc_local_first_touch(3 * 4096).unwrap();
+        assert!(s0.in_first_touch_part(a) && !s0.in_first_touch_part(owned));
+        let b = s1.alloc_local_first_touch(4096).unwrap();
+        assert_ne!(s1.page_of(b), s0.page_of(a), "every node has its own part");
+        let p = s0.page_of(a);
+        for s in [&s0, &s1] {
+            assert!(s.home_unresolved(p) && s.home_unresolved(p + 2));
+            assert_eq!(s.fault_route(p), (0, true));
+            assert!(!s.home_unresolved(s.page_of(owned)));
+            assert!(
+                !s.same_region(p, p + 1),
+                "read-ahead stays off unresolved homes"
+            );
+        }
+        // Node 1 touches page p first; page p's directory (p % 2) records it.
+        let directory = [&s0, &s1][s0.directory(p) as usize];
+        assert_eq!(directory.assign_first_touch(p, 1), 1);
+        assert_eq!(
+            directory.assign_first_touch(p, 0),
+            1,
+            "the first asker stays"
+        );
+        s1.learn_first_touch(p, 1);
+        s0.learn_first_touch(p, 1);
+        for s in [&s0, &s1] {
+            assert!(!s.home_unresolved(p));
+            assert_eq!(
+                s.home(p),
+                1,
+                "homed where first touched, not on the allocator"
+            );
+        }
+        assert_eq!(s0.home(s0.page_of(owned)), 0);
+        s0.free_local(a).unwrap();
+        assert_eq!(s0.free_local(a), Err(SpaceError::BadFree { addr: a }));
+        assert_eq!(
+            s0.alloc_local_first_touch(4096).unwrap(),
+            a,
+            "freed space is reused"
+        );
+        s0.free_local(owned).unwrap();
     }
 
     #[test]

@@ -811,6 +811,9 @@ macro_rules! home_mw_protocol {
                 fn release_can_wait(&self) -> bool {
                     self.0.release_can_wait()
                 }
+                fn home_based(&self) -> bool {
+                    true
+                }
                 fn barrier_quiescent(&self) -> bool {
                     self.0.barrier_quiescent()
                 }

@@ -28,9 +28,9 @@
 pub use bytemuck;
 pub use svm_core::api::free_collective;
 pub use svm_core::api::{
-    alloc_collective, alloc_collective_with, alloc_local, barrier, free_local, lock_id, node_id,
-    nodes, page_size, stats, try_lock_id, unlock_id, Barrier, Home, Mutex, MutexGuard, Result,
-    SharedSlice, Svm, SvmError, RESERVED_IDS,
+    alloc_collective, alloc_collective_with, alloc_local, alloc_local_first_touch, barrier,
+    free_local, lock_id, node_id, nodes, page_size, stats, try_lock_id, unlock_id, Barrier, Home,
+    Mutex, MutexGuard, Result, SharedSlice, Svm, SvmError, RESERVED_IDS,
 };
 pub use svm_core::api::{
     alloc_collective_in, home_of, measure_fault_detection, recv_message, sem_post, sem_wait,

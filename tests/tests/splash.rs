@@ -394,6 +394,28 @@ fn locks_and_barriers_do_not_read_their_page() {
     });
 }
 
+/// Under a home-based protocol G_MALLOC homes each page where it is first touched: blocks the
+/// master allocates and each worker initialises and then rewrites alone cost no diffs (homed on
+/// the master, every worker would send its whole block at every barrier: 20 rounds of 32 KiB).
+#[test]
+fn g_malloc_pages_are_homed_by_first_touch_under_home_based_protocols() {
+    let scratch = SPLASH.scratch("placement");
+    let program = build("placement", &scratch);
+    let args = |n: usize| words(&format!("-p {n} -r 20"));
+    for protocol in ["sc-mw", "scope"] {
+        let envs = [("SVM_STATS", "json"), ("SVM_PROTOCOL", protocol)];
+        program.run_matrix(&[2, 4], &FAULTS, args, &envs, |nodes, out| {
+            out.assert_success().assert_stdout_contains("PASS placement");
+            let diffs = stat_per_node(out, nodes, "diff_bytes_sent");
+            // The lock-protected counters take a few hundred bytes.
+            assert!(
+                diffs.iter().all(|&d| d < 4096),
+                "{protocol}: diff bytes per node {diffs:?}: blocks are not homed at their writers\n{out}"
+            );
+        });
+    }
+}
+
 #[test]
 fn exit_in_a_worker_ends_the_job_with_its_status() {
     let scratch = SPLASH.scratch("exit3");
