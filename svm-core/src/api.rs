@@ -486,11 +486,15 @@ pub fn measure_fault_detection(pages: usize) -> Result<(f64, f64, f64)> {
     ))
 }
 
-/// Whether the job's default protocol is home-based (`sc-mw`, `scope`): every write ends up
-/// at its page's home, so data placement decides what releases cost (see
-/// [`alloc_local_first_touch`]). False outside a job.
-pub fn home_based_protocol() -> bool {
-    RUNTIME.get().is_some_and(|n| n.home_based())
+/// Whether allocations made for all nodes by one (the C personalities' `G_MALLOC`,
+/// `cvm_alloc`) should be homed by first touch ([`alloc_local_first_touch`]): in a job of
+/// more than one node whose default protocol is home-based (`sc-mw`, `scope`: every write ends
+/// up at its page's home, so data placement decides what releases cost), unless
+/// `SVM_FIRST_TOUCH=0`. False outside a job.
+pub fn first_touch_allocations() -> bool {
+    RUNTIME
+        .get()
+        .is_some_and(|n| n.home_based() && n.cfg.first_touch && n.nodes > 1)
 }
 
 /// Home node of the shared address `addr` as this node knows it: None outside shared memory,

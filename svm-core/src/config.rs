@@ -88,6 +88,10 @@ pub struct Config {
     /// token is here and wanted elsewhere (protocols that support it: `sc-sw`); `0` (default:
     /// SPLASH-2 radiosity loses more than raytrace gains, docs/protocols.md) or `1`.
     pub lock_pages: bool,
+    /// `SVM_FIRST_TOUCH`: under a home-based default protocol (`sc-mw`, `scope`), the C
+    /// personalities' `G_MALLOC` / `cvm_alloc` home each page on the first node that touches
+    /// it; `1` (default) or `0` (homed on the allocating node, as under `sc-sw`).
+    pub first_touch: bool,
     /// `SVM_ENGINE_SLICE_US`: the time slice (µs) the engine thread asks the kernel for
     /// (`sched_setattr`), so that its wake-ups preempt the node's computing thread instead of
     /// waiting for that thread's slice to end; default [`DEFAULT_ENGINE_SLICE_US`], 0 = the
@@ -413,6 +417,7 @@ impl Config {
         )?;
         let push = on_unless_0("SVM_PUSH")?;
         let lock_pages = switch("SVM_LOCK_PAGES", false)?;
+        let first_touch = on_unless_0("SVM_FIRST_TOUCH")?;
         let engine_slice_us = checked(
             get,
             "SVM_ENGINE_SLICE_US",
@@ -429,6 +434,7 @@ impl Config {
         Ok(Config {
             push,
             lock_pages,
+            first_touch,
             engine_slice_us,
             engine_nice,
             profile,
@@ -546,6 +552,9 @@ mod tests {
         assert!(!cfg(&[]).unwrap().lock_pages);
         assert!(cfg(&[("SVM_LOCK_PAGES", "1")]).unwrap().lock_pages);
         assert!(!cfg(&[("SVM_LOCK_PAGES", "0")]).unwrap().lock_pages);
+        assert!(cfg(&[]).unwrap().first_touch);
+        assert!(!cfg(&[("SVM_FIRST_TOUCH", "0")]).unwrap().first_touch);
+        says(&[("SVM_FIRST_TOUCH", "yes")], "SVM_FIRST_TOUCH", "0 or 1");
         assert_eq!(
             cfg(&[("SVM_HOLD_US", "1000000")]).unwrap().hold_us,
             1_000_000

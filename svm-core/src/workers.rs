@@ -293,12 +293,13 @@ pub fn run_main(p: &Procs, argc: c_int, argv: *mut *mut c_char, real_main: CMain
 /// The personalities' job-wide `malloc` (`G_MALLOC`, `cvm_alloc`): `bytes` (at least 1) of
 /// this node's arena. Their masters allocate what the workers then initialise and mostly
 /// write themselves (ocean's partitions); under a home-based protocol every write goes to its
-/// page's home, so such pages are homed where they are first touched. Under sc-sw pages move
-/// to their writers anyway, and first touch would only add a home query per page; in a job of
-/// one node there is nobody else to home them on.
+/// page's home, so such pages are homed where they are first touched
+/// ([`api::first_touch_allocations`]). Under sc-sw pages move to their writers anyway, and
+/// first touch would only add a home query per page; in a job of one node there is nobody
+/// else to home them on.
 pub fn alloc_shared(bytes: usize) -> usize {
     let bytes = bytes.max(1);
-    let s = if api::home_based_protocol() && api::nodes() > 1 {
+    let s = if api::first_touch_allocations() {
         or_fail(api::alloc_local_first_touch::<u8>(bytes))
     } else {
         or_fail(api::alloc_local::<u8>(bytes))

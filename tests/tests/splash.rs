@@ -414,6 +414,21 @@ fn g_malloc_pages_are_homed_by_first_touch_under_home_based_protocols() {
             );
         });
     }
+    // SVM_FIRST_TOUCH=0: homed on the master, the other process's block comes back as diffs.
+    let envs = [
+        ("SVM_STATS", "json"),
+        ("SVM_PROTOCOL", "sc-mw"),
+        ("SVM_FIRST_TOUCH", "0"),
+    ];
+    program.run_matrix(&[2], &["uffd"], args, &envs, |nodes, out| {
+        out.assert_success()
+            .assert_stdout_contains("PASS placement");
+        let diffs: u64 = stat_per_node(out, nodes, "diff_bytes_sent").iter().sum();
+        assert!(
+            diffs > 20 * 4096,
+            "{diffs} diff bytes with SVM_FIRST_TOUCH=0: blocks homed by first touch anyway\n{out}"
+        );
+    });
 }
 
 #[test]
