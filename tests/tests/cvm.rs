@@ -30,8 +30,15 @@ const CVM: CSuite = CSuite {
     deadline: Duration::from_secs(90),
 };
 /// Every program of `tests/cvm/`.
-const PROGRAMS: [&str; 7] = [
-    "shape", "locks", "barrier", "private", "threads", "exitw", "fft3d",
+const PROGRAMS: [&str; 8] = [
+    "shape",
+    "locks",
+    "barrier",
+    "private",
+    "threads",
+    "exitw",
+    "fft3d",
+    "placement",
 ];
 
 fn sources() -> PathBuf {
@@ -169,6 +176,52 @@ fn every_protocol_and_transport() {
                 let out = run(exe, 3, &flags);
                 assert_passed(name, &out);
             }
+        }
+    }
+}
+
+/// `"KEY":N` of every JSON stats object on stderr (`SVM_STATS=json`, one per node).
+fn stat_per_node(out: &Output, nodes: usize, key: &str) -> Vec<u64> {
+    let pat = format!("\"{key}\":");
+    let values: Vec<u64> = out
+        .stderr
+        .lines()
+        .filter_map(|line| {
+            let rest = &line[line.find(&pat)? + pat.len()..];
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(values.len(), nodes, "one {key} per node expected\n{out}");
+    values
+}
+
+/// Under the default protocol (scope) `cvm_alloc` homes each page on its first toucher: blocks
+/// the master allocates and each process rewrites alone cost no diffs (homed on the master, a
+/// worker's 20 rewrites of 32 KiB would come back as diffs), and SVM_FIRST_TOUCH=0 homes them
+/// on the master again.
+#[test]
+fn cvm_alloc_pages_are_homed_by_first_touch() {
+    let scratch = CVM.scratch("placement");
+    let exe = build("placement", &scratch);
+    for (first_touch, nodes) in [("1", 2), ("1", 3), ("0", 2)] {
+        let envs = [("SVM_STATS", "json"), ("SVM_FIRST_TOUCH", first_touch)];
+        let out = exe.run(nodes, &["--fault", "uffd"], &dash_p(nodes), &envs);
+        assert_passed("placement", &out);
+        let diffs = stat_per_node(&out, nodes, "diff_bytes_sent");
+        if first_touch == "1" {
+            assert!(
+                diffs.iter().all(|&d| d < 4096),
+                "diff bytes per node {diffs:?}: blocks not homed at their writers\n{out}"
+            );
+        } else {
+            assert!(
+                diffs.iter().sum::<u64>() > 20 * 4096,
+                "diff bytes per node {diffs:?} with SVM_FIRST_TOUCH=0\n{out}"
+            );
         }
     }
 }
