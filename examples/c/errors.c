@@ -18,7 +18,7 @@ static int failures = 0;
     } while (0)
 
 int main(void) {
-    int me, nodes, got;
+    int me, nodes, got, got2;
     svm_region_t r, r2;
     void *p;
     size_t len;
@@ -68,6 +68,22 @@ int main(void) {
     EXPECT(svm_region_addr(r, &p), SVM_E_REGION);
     EXPECT(svm_region_alloc(r, 8, &p), SVM_E_REGION);
     EXPECT(svm_free_local(&me), SVM_E_ADDR);
+    /* local allocations homed by first touch: this node touches its own first, so it is their
+     * home, whatever node directs them */
+    EXPECT(svm_alloc_local_first_touch(4096, NULL), SVM_E_ARG);
+    EXPECT(svm_alloc_local_first_touch(0, &p), SVM_E_ARG);
+    CHECK(svm_alloc_local_first_touch(2 * 4096, &p));
+    EXPECT(svm_home_of(p, &got), SVM_E_ADDR); /* not touched yet: home not known */
+    ((volatile char *)p)[0] = 1;
+    ((volatile char *)p)[4096] = 2;
+    CHECK(svm_home_of(p, &got));
+    CHECK(svm_home_of((char *)p + 4096, &got2));
+    if (got != me || got2 != me) {
+        fprintf(stderr, "FAIL first-touch pages homed on %d and %d, not %d\n", got, got2, me);
+        failures++;
+    }
+    CHECK(svm_free_local(p));
+    EXPECT(svm_free_local(p), SVM_E_ADDR);
     /* synchronisation */
     EXPECT(svm_unlock(5), SVM_E_LOCK);
     EXPECT(svm_lock((uint64_t)1 << 63), SVM_E_ID);

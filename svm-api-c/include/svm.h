@@ -117,7 +117,12 @@ int svm_region_free(svm_region_t region, void *ptr);
 /* Per-node allocation in this node's own arena of the shared window (no messages; homed on
  * this node). Other nodes may use it once they learn the address. */
 int svm_alloc_local(size_t size, void **ptr);
-/* Frees an svm_alloc_local allocation (on the node that made it). */
+/* Like svm_alloc_local, but each page is homed on the first node that touches it (its first
+ * touch asks the page's directory node, one round trip): for data this node allocates and
+ * other nodes initialise and write, under the home-based protocols (sc-mw, scope). */
+int svm_alloc_local_first_touch(size_t size, void **ptr);
+/* Frees an svm_alloc_local or svm_alloc_local_first_touch allocation (on the node that made
+ * it). */
 int svm_free_local(void *ptr);
 /* The home node of a shared address as this node knows it (SVM_E_ADDR outside shared memory
  * and for a first-touch page this node has not touched). */

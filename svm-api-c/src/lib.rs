@@ -528,11 +528,34 @@ pub unsafe extern "C" fn svm_region_free(region: u32, ptr: *mut c_void) -> c_int
 /// error code).
 #[no_mangle]
 pub unsafe extern "C" fn svm_alloc_local(size: usize, ptr: *mut *mut c_void) -> c_int {
+    // SAFETY: the C caller's contract, passed on (this function's `# Safety`).
+    unsafe { alloc_local_into(size, ptr, api::alloc_local::<u8>) }
+}
+
+/// # Safety
+/// Each pointer argument is NULL or valid, for the duration of the call, for the access this
+/// function's C documentation describes (the C caller's contract; NULL is refused with an
+/// error code).
+#[no_mangle]
+pub unsafe extern "C" fn svm_alloc_local_first_touch(size: usize, ptr: *mut *mut c_void) -> c_int {
+    // SAFETY: the C caller's contract, passed on (this function's `# Safety`).
+    unsafe { alloc_local_into(size, ptr, api::alloc_local_first_touch::<u8>) }
+}
+
+/// `*ptr` = the address of `size` bytes from one of this node's local allocators.
+///
+/// # Safety
+/// `ptr` is NULL or valid for a write of one pointer.
+unsafe fn alloc_local_into(
+    size: usize,
+    ptr: *mut *mut c_void,
+    alloc: fn(usize) -> api::Result<api::SharedSlice<u8>>,
+) -> c_int {
     entry(false, || {
         if ptr.is_null() {
             return Err(arg("`ptr` is NULL"));
         }
-        let s = api::alloc_local::<u8>(size)?;
+        let s = alloc(size)?;
         // SAFETY: the pointer arguments come from the C caller, whose contract (this function's
         // `# Safety`) makes each NULL or valid for this access.
         unsafe { out(ptr, s.addr() as *mut c_void, "ptr") }
