@@ -45,12 +45,8 @@ static void worker(void)
 
 int main(int argc, char **argv)
 {
-    int a, want = expected_procs(argc, argv);
-    for (a = 1; a + 1 < argc; a++)
-        if (!strcmp(argv[a], "-f")) phases = atoi(argv[a + 1]);
-    cvm_startup(argc, argv);
-    CHECK(want < 0 || cvm_num_procs == want, "cvm_num_procs=%d, expected %d", cvm_num_procs, want);
-    CHECK(cvm_num_procs <= 64, "at most 64 processes");
+    phases = int_option(argc, argv, "-f", phases);
+    startup_checked(argc, argv, 64);
     slots = cvm_alloc(64 * (int)sizeof(long));
     rows = cvm_alloc(64 * ROW * (int)sizeof(long));
     CHECK(slots && rows, "cvm_alloc failed");

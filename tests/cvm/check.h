@@ -29,4 +29,23 @@ static inline int expected_procs(int argc, char **argv)
     return -1;
 }
 
+/* cvm_startup, then the check that the job has as many processes as "-p N" says (if given)
+ * and at most `max_procs`. */
+static inline void startup_checked(int argc, char **argv, int max_procs)
+{
+    int want = expected_procs(argc, argv);
+    cvm_startup(argc, argv);
+    CHECK(want < 0 || cvm_num_procs == want, "cvm_num_procs=%d, expected %d", cvm_num_procs, want);
+    CHECK(cvm_num_procs <= max_procs, "at most %d processes", max_procs);
+}
+
+/* The value of option `flag` ("-r 5"), or `fallback` if it is not given. */
+static inline int int_option(int argc, char **argv, const char *flag, int fallback)
+{
+    int a;
+    for (a = 1; a + 1 < argc; a++)
+        if (!strcmp(argv[a], flag)) return atoi(argv[a + 1]);
+    return fallback;
+}
+
 #endif

@@ -78,12 +78,8 @@ static void worker(void)
 
 int main(int argc, char **argv)
 {
-    int a, want = expected_procs(argc, argv);
-    for (a = 1; a + 1 < argc; a++)
-        if (!strcmp(argv[a], "-r")) rounds = atoi(argv[a + 1]);
-    cvm_startup(argc, argv);
-    CHECK(want < 0 || cvm_num_procs == want, "cvm_num_procs=%d, expected %d", cvm_num_procs, want);
-    CHECK(cvm_num_procs <= 64, "at most 64 processes");
+    rounds = int_option(argc, argv, "-r", rounds);
+    startup_checked(argc, argv, 64);
     C = cvm_alloc((int)sizeof *C);
     CHECK(C != NULL, "cvm_alloc failed");
     cvm_create_procs(worker);

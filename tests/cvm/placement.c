@@ -44,11 +44,8 @@ static void worker(void)
 
 int main(int argc, char **argv)
 {
-    int a, want = expected_procs(argc, argv);
-    for (a = 1; a + 1 < argc; a++)
-        if (!strcmp(argv[a], "-r")) rounds = atoi(argv[a + 1]);
-    cvm_startup(argc, argv);
-    CHECK(want < 0 || cvm_num_procs == want, "cvm_num_procs=%d, expected %d", cvm_num_procs, want);
+    rounds = int_option(argc, argv, "-r", rounds);
+    startup_checked(argc, argv, 1 << 20);
     CHECK(rounds > 0, "-r must be positive");
     blocks = cvm_alloc(cvm_num_procs * WORDS * (int)sizeof(long));
     CHECK(blocks != NULL, "cvm_alloc failed");

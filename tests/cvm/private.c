@@ -66,10 +66,7 @@ static void worker(void)
 
 int main(int argc, char **argv)
 {
-    int want = expected_procs(argc, argv);
-    cvm_startup(argc, argv);
-    CHECK(want < 0 || cvm_num_procs == want, "cvm_num_procs=%d, expected %d", cvm_num_procs, want);
-    CHECK(cvm_num_procs <= 64, "at most 64 processes");
+    startup_checked(argc, argv, 64);
     ids = cvm_alloc((int)sizeof *ids);
     CHECK(ids != NULL, "cvm_alloc failed");
     param = 42;

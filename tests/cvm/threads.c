@@ -68,16 +68,12 @@ static void worker(void)
 
 int main(int argc, char **argv)
 {
-    int a, want = expected_procs(argc, argv);
-    for (a = 1; a + 1 < argc; a++)
-        if (!strcmp(argv[a], "-t")) T = atoi(argv[a + 1]);
+    T = int_option(argc, argv, "-t", T);
     if (T < 1 || T > MAXT) {
         fprintf(stderr, "threads: -t must be 1..%d\n", MAXT);
         return 2;
     }
-    cvm_startup(argc, argv);
-    CHECK(want < 0 || cvm_num_procs == want, "cvm_num_procs=%d, expected %d", cvm_num_procs, want);
-    CHECK(cvm_num_procs <= 64, "at most 64 processes");
+    startup_checked(argc, argv, 64);
     b = cvm_alloc((int)sizeof *b);
     CHECK(b != NULL, "cvm_alloc failed");
     CHECK(TID == 0, "the master's main thread has TID %d", TID);

@@ -156,6 +156,29 @@ impl Output {
             .filter(|l| words.iter().all(|w| l.contains(w)))
             .collect()
     }
+
+    /// `"KEY":N` of the JSON statistics object of each of the `nodes` nodes on stderr
+    /// (`SVM_STATS=json`: lines `[K] {...}`), in the order printed; panics unless there is
+    /// one per node.
+    pub fn stat_per_node(&self, nodes: usize, key: &str) -> Vec<u64> {
+        let pat = format!("\"{key}\":");
+        let values: Vec<u64> = self
+            .stderr
+            .lines()
+            .filter_map(|line| {
+                let json = &line[line.find('{')?..];
+                let rest = &json[json.find(&pat)? + pat.len()..];
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            })
+            .collect();
+        assert_eq!(
+            values.len(),
+            nodes,
+            "expected one stats object with {key} per node\n{self}"
+        );
+        values
+    }
 }
 
 impl fmt::Display for Output {

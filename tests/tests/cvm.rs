@@ -180,25 +180,6 @@ fn every_protocol_and_transport() {
     }
 }
 
-/// `"KEY":N` of every JSON stats object on stderr (`SVM_STATS=json`, one per node).
-fn stat_per_node(out: &Output, nodes: usize, key: &str) -> Vec<u64> {
-    let pat = format!("\"{key}\":");
-    let values: Vec<u64> = out
-        .stderr
-        .lines()
-        .filter_map(|line| {
-            let rest = &line[line.find(&pat)? + pat.len()..];
-            rest.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse()
-                .ok()
-        })
-        .collect();
-    assert_eq!(values.len(), nodes, "one {key} per node expected\n{out}");
-    values
-}
-
 /// Under the default protocol (scope) `cvm_alloc` homes each page on its first toucher: blocks
 /// the master allocates and each process rewrites alone cost no diffs (homed on the master, a
 /// worker's 20 rewrites of 32 KiB would come back as diffs), and SVM_FIRST_TOUCH=0 homes them
@@ -211,7 +192,7 @@ fn cvm_alloc_pages_are_homed_by_first_touch() {
         let envs = [("SVM_STATS", "json"), ("SVM_FIRST_TOUCH", first_touch)];
         let out = exe.run(nodes, &["--fault", "uffd"], &dash_p(nodes), &envs);
         assert_passed("placement", &out);
-        let diffs = stat_per_node(&out, nodes, "diff_bytes_sent");
+        let diffs = out.stat_per_node(nodes, "diff_bytes_sent");
         if first_touch == "1" {
             assert!(
                 diffs.iter().all(|&d| d < 4096),

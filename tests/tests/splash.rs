@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use svm_tests::{words, workspace_root, CProgram, CSuite, Output, Scratch};
+use svm_tests::{words, workspace_root, CProgram, CSuite, Scratch};
 
 const NODES: [usize; 3] = [1, 2, 4];
 const FAULTS: [&str; 2] = ["uffd", "segv"];
@@ -335,28 +335,6 @@ fn every_other_macro() {
     run_everywhere("macros", |n| words(&format!("-p {n}")));
 }
 
-/// `"KEY":N` of the JSON stats object of each of the `nodes` nodes on stderr (lines
-/// `[K] {...}`); panics unless there is one per node.
-fn stat_per_node(out: &Output, nodes: usize, key: &str) -> Vec<u64> {
-    let pat = format!("\"{key}\":");
-    let values: Vec<u64> = out
-        .stderr
-        .lines()
-        .filter_map(|line| {
-            let json = &line[line.find('{')?..];
-            let rest = &json[json.find(&pat)? + pat.len()..];
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
-        .collect();
-    assert_eq!(
-        values.len(),
-        nodes,
-        "expected one stats object with {key} per node\n{out}"
-    );
-    values
-}
-
 #[test]
 fn a_huge_bss_is_shared_lazily() {
     let scratch = SPLASH.scratch("bigbss");
@@ -364,7 +342,7 @@ fn a_huge_bss_is_shared_lazily() {
     let envs = [("SVM_STATS", "json")];
     build("bigbss", &scratch).run_matrix(&NODES, &FAULTS, args, &envs, |nodes, out| {
         out.assert_success().assert_stdout_contains("PASS bigbss");
-        let fetched = stat_per_node(out, nodes, "pages_fetched");
+        let fetched = out.stat_per_node(nodes, "pages_fetched");
         // 512 MiB are 131072 pages: a lazy data segment fetches a handful.
         assert!(
             fetched.iter().all(|&p| p <= 64),
@@ -384,7 +362,7 @@ fn locks_and_barriers_do_not_read_their_page() {
     let envs = [("SVM_STATS", "json")];
     build("lockaddr", &scratch).run_matrix(&NODES, &FAULTS, args, &envs, |nodes, out| {
         out.assert_success().assert_stdout_contains("PASS lockaddr");
-        let remote = stat_per_node(out, nodes, "remote_faults");
+        let remote = out.stat_per_node(nodes, "remote_faults");
         // The rest of the run (the data segment, the counter of part 2) takes a few dozen.
         let total: u64 = remote.iter().sum();
         assert!(
@@ -406,7 +384,7 @@ fn g_malloc_pages_are_homed_by_first_touch_under_home_based_protocols() {
         let envs = [("SVM_STATS", "json"), ("SVM_PROTOCOL", protocol)];
         program.run_matrix(&[2, 4], &FAULTS, args, &envs, |nodes, out| {
             out.assert_success().assert_stdout_contains("PASS placement");
-            let diffs = stat_per_node(out, nodes, "diff_bytes_sent");
+            let diffs = out.stat_per_node(nodes, "diff_bytes_sent");
             // The lock-protected counters take a few hundred bytes.
             assert!(
                 diffs.iter().all(|&d| d < 4096),
@@ -423,7 +401,7 @@ fn g_malloc_pages_are_homed_by_first_touch_under_home_based_protocols() {
     program.run_matrix(&[2], &["uffd"], args, &envs, |nodes, out| {
         out.assert_success()
             .assert_stdout_contains("PASS placement");
-        let diffs: u64 = stat_per_node(out, nodes, "diff_bytes_sent").iter().sum();
+        let diffs: u64 = out.stat_per_node(nodes, "diff_bytes_sent").iter().sum();
         assert!(
             diffs > 20 * 4096,
             "{diffs} diff bytes with SVM_FIRST_TOUCH=0: blocks homed by first touch anyway\n{out}"
