@@ -26,7 +26,7 @@ pub(super) struct Flush {
 
 /// What a flush pushes to the other node of a job of two nodes, once its writes are stopped
 /// (`push`).
-pub(crate) enum PushAfter {
+pub(super) enum PushAfter {
     Nothing,
     /// scope, at the global barrier: the pages among the arrival's notices this node is home
     /// of.

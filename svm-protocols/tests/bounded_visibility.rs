@@ -8,10 +8,11 @@ use svm_core::protocol::{NodeId, Protocol};
 use svm_protocols::engine_sim::EngineCluster;
 use svm_protocols::sim::{Cluster, Op, SimConfig, SimError, SimErrorKind};
 
-const PAGE_WORDS: usize = 8;
+mod common;
+use common::{addr, publish, spin, PAGE_WORDS};
+
 /// The timer's first wait: 30 steps of the engine simulator (1 µs each).
 const FLUSH_AFTER_NS: u64 = 30_000;
-const SPIN: u32 = 100_000;
 
 fn bounded(_: NodeId) -> Box<dyn Protocol> {
     Box::new(svm_protocols::ScMultiWriter::new().with_flush_after(FLUSH_AFTER_NS))
@@ -21,23 +22,11 @@ fn plain(_: NodeId) -> Box<dyn Protocol> {
     Box::new(svm_protocols::ScMultiWriter::new())
 }
 
-fn addr(page: u64, word: usize) -> u64 {
-    page * (8 * PAGE_WORDS) as u64 + 8 * word as u64
-}
-
 /// Two nodes; page p is homed on node p % 2.
 fn config(seed: u64) -> SimConfig {
     SimConfig::new(2, seed)
         .page_size(8 * PAGE_WORDS)
         .home(|p| (p % 2) as NodeId)
-}
-
-fn spin(addr: u64, value: u64) -> Op {
-    Op::SpinUntilEq {
-        addr,
-        value,
-        max_loads: SPIN,
-    }
 }
 
 /// The programs: node 0 writes a datum on its own page (homed on node 0), then a flag on a
@@ -47,20 +36,8 @@ fn spin(addr: u64, value: u64) -> Op {
 /// thread, whose log holds the datum as read before and after the flag.
 fn flags_without_releases(spawn: &mut dyn FnMut(NodeId, Vec<Op>) -> usize) -> usize {
     let (data, flag, answer) = (addr(2, 0), addr(3, 0), addr(4, 1));
-    spawn(
-        0,
-        vec![
-            Op::Store {
-                addr: data,
-                value: 42,
-            },
-            Op::Store {
-                addr: flag,
-                value: 1,
-            },
-            spin(answer, 1),
-        ],
-    );
+    let [datum, raise] = publish(data, flag);
+    spawn(0, vec![datum, raise, spin(answer, 1)]);
     spawn(
         1,
         vec![

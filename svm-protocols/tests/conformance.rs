@@ -22,6 +22,9 @@ use svm_core::sync::SyncState;
 use svm_protocols::engine_sim::EngineCluster;
 use svm_protocols::sim::{Cluster, Discard, Op, SimConfig, SimError, ThreadId};
 
+mod common;
+use common::{addr, publish, spin, PAGE_WORDS};
+
 /// A protocol under test.
 pub struct Subject {
     pub name: &'static str,
@@ -36,9 +39,6 @@ pub struct Subject {
     /// which the protocol simulator fires at any step): no bound on page transfers holds.
     pub flushes_any_time: bool,
 }
-
-const PAGE_WORDS: usize = 8;
-const SPIN: u32 = 100_000;
 
 fn seeds() -> u64 {
     std::env::var("SVM_SIM_SEEDS")
@@ -194,34 +194,9 @@ fn run<C: Sim>(s: &Subject, c: &mut C, test: &str) {
     }
 }
 
-fn addr(page: u64, word: usize) -> u64 {
-    page * (8 * PAGE_WORDS) as u64 + 8 * word as u64
-}
-
-/// The writer's half of message passing: the datum 42, then the flag 1.
-fn publish(data: u64, flag: u64) -> [Op; 2] {
-    [
-        Op::Store {
-            addr: data,
-            value: 42,
-        },
-        Op::Store {
-            addr: flag,
-            value: 1,
-        },
-    ]
-}
-
 /// The reader's half: spin until the flag is 1, then load the datum into `reg`.
 fn consume(data: u64, flag: u64, reg: usize) -> [Op; 2] {
-    [
-        Op::SpinUntilEq {
-            addr: flag,
-            value: 1,
-            max_loads: SPIN,
-        },
-        Op::Load { addr: data, reg },
-    ]
+    [spin(flag, 1), Op::Load { addr: data, reg }]
 }
 
 /// Fails unless the racy litmus outcomes were actually explored.

@@ -378,21 +378,19 @@ impl Node {
             },
         );
         let (proto, unresolved) = self.space.fault_route(page);
-        let directory = if unresolved {
-            self.space.directory(page)
-        } else {
-            self.me
-        };
-        if unresolved && directory == self.me {
-            // This node decides the page's home: no message to itself.
-            self.space.assign_first_touch(page, self.me);
-        } else if unresolved {
-            // A first-touch page this node has never dealt with: learn (or become) its home
-            // first; the fault goes to the protocol when the directory answers.
-            if st.home_queries.insert(page) {
-                self.send(st, directory, Msg::HomeQuery { page }, &[])?;
+        if unresolved {
+            let directory = self.space.directory(page);
+            if directory == self.me {
+                // This node decides the page's home: no message to itself.
+                self.space.assign_first_touch(page, self.me);
+            } else {
+                // A first-touch page this node has never dealt with: learn (or become) its
+                // home first; the fault goes to the protocol when the directory answers.
+                if st.home_queries.insert(page) {
+                    self.send(st, directory, Msg::HomeQuery { page }, &[])?;
+                }
+                return Ok(());
             }
-            return Ok(());
         }
         self.fault_to_protocol(st, page, proto, need)?;
         self.learn_lock_page(st, page, proto, need);
