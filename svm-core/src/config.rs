@@ -103,6 +103,12 @@ pub struct Config {
     /// (`node::engine::default_engine_nice`; `api::start_node` resolves it; None after that:
     /// the process's own).
     pub engine_nice: Option<i32>,
+    /// `SVM_SPIN_WAKE`: an application thread that starts waiting for a peer (a lock, a
+    /// barrier, a message) wakes its node's engine from its sleep in epoll so that it spins
+    /// while the thread waits (`Node::engine_watch`); `1` or `0`. Unset: on while the job has
+    /// no more nodes than the CPUs it may use, else off (`node::engine::default_spin_wake`;
+    /// `api::start_node` resolves it).
+    pub spin_wake: Option<bool>,
 }
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
@@ -431,12 +437,17 @@ impl Config {
             |n: &i32| (-20..=19).contains(n),
             "expected a nice value from -20 to 19",
         )?;
+        let spin_wake = match get("SVM_SPIN_WAKE") {
+            None => None,
+            Some(_) => Some(switch("SVM_SPIN_WAKE", false)?),
+        };
         Ok(Config {
             push,
             lock_pages,
             first_touch,
             engine_slice_us,
             engine_nice,
+            spin_wake,
             profile,
             trace,
             prefetch,
@@ -578,6 +589,24 @@ mod tests {
                 "from -20 to 19",
             );
         }
+    }
+
+    #[test]
+    fn spin_wake() {
+        assert_eq!(
+            cfg(&[]).unwrap().spin_wake,
+            None,
+            "resolved at the node's start"
+        );
+        assert_eq!(
+            cfg(&[("SVM_SPIN_WAKE", "1")]).unwrap().spin_wake,
+            Some(true)
+        );
+        assert_eq!(
+            cfg(&[("SVM_SPIN_WAKE", "0")]).unwrap().spin_wake,
+            Some(false)
+        );
+        says(&[("SVM_SPIN_WAKE", "on")], "SVM_SPIN_WAKE", "0 or 1");
     }
 
     #[test]

@@ -422,6 +422,12 @@ pub struct Node {
     /// Application threads that waited for the engine (a page, a synchronisation operation)
     /// when the last step let go of the state (`step.rs`).
     waiting_in_engine: AtomicU32,
+    /// The engine thread is in (or about to enter) a blocking epoll wait: a thread that starts
+    /// waiting wakes it so it spins instead (`Node::engine_watch`).
+    engine_sleeps: AtomicBool,
+    /// Times a thread that started waiting woke the engine from its sleep (`SVM_STATS`:
+    /// `spin_wakes=`).
+    spin_wakes: AtomicU64,
     /// The lock an application thread of this node took last and has not released yet
     /// ([`NO_LOCK`]: none): the critical section its faults belong to (`lock_pages.rs`; with
     /// several threads a guess, which costs at most a page asked for in vain).
@@ -579,6 +585,8 @@ impl Node {
             host_barrier_hooks: AtomicBool::new(false),
             asleep: AtomicU32::new(0),
             waiting_in_engine: AtomicU32::new(0),
+            engine_sleeps: AtomicBool::new(false),
+            spin_wakes: AtomicU64::new(0),
             lock_in_use: AtomicU64::new(NO_LOCK),
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),

@@ -162,6 +162,9 @@ pub struct Counters {
     pub fault_detect_ns: Histogram,
     /// Lock acquires through the application-thread fast path (not in `lock_acquire_ns`).
     pub fast_locks: u64,
+    /// Times a thread that started waiting woke the engine from its sleep to spin
+    /// (`SVM_SPIN_WAKE`).
+    pub spin_wakes: u64,
 }
 
 /// A snapshot of one node's statistics.
@@ -187,6 +190,9 @@ pub struct Stats {
     /// Lock acquires through the application-thread fast path (`docs/sync.md`); they are not
     /// in `lock_acquire_latency`.
     pub fast_locks: u64,
+    /// Times a thread that started waiting woke the engine from its sleep in epoll so that it
+    /// spins while the thread waits (`SVM_SPIN_WAKE`).
+    pub spin_wakes: u64,
     pub barrier_wait: LatencySummary,
     pub twins_made: u64,
     pub diffs_created: u64,
@@ -264,6 +270,7 @@ impl Stats {
             messages: c.msgs.clone(),
             lock_acquire_latency: c.lock_acquire_ns.summary(),
             fast_locks: c.fast_locks,
+            spin_wakes: c.spin_wakes,
             barrier_wait: c.barrier_wait_ns.summary(),
             twins_made: c.twins_made,
             diffs_created: c.diffs_created,
@@ -354,6 +361,7 @@ impl fmt::Display for Stats {
         )?;
         lat(f, "lock acquire", &self.lock_acquire_latency)?;
         writeln!(f, "  lock fast path         acquires={}", self.fast_locks)?;
+        writeln!(f, "  engine                 spin_wakes={}", self.spin_wakes)?;
         lat(f, "barrier wait", &self.barrier_wait)?;
         for (k, m) in &self.messages {
             writeln!(

@@ -221,6 +221,11 @@ fn engine_slice_shorter_than_the_kernel_allows() {
     bad_setting("SVM_ENGINE_SLICE_US", "50");
 }
 
+#[test]
+fn spin_wake_not_a_switch() {
+    bad_setting("SVM_SPIN_WAKE", "yes");
+}
+
 /// svmrun gives every node its share of svmrun's CPUs (`--bind cpus`, the default), and the
 /// node runs every thread there, its engine included; `--bind none` leaves the threads on
 /// every CPU svmrun may use.
@@ -298,4 +303,31 @@ fn unknown_svmrun_option_before_the_program() {
     check(&out, "--bogus");
     assert_eq!(out.status.code(), Some(2), "{out}");
     assert!(!out.stdout.contains("counter="), "the program ran\n{out}");
+}
+
+/// `SVM_SPIN_WAKE=1`: a thread that starts waiting in a barrier wakes its node's engine from
+/// its sleep in epoll, so that the engine spins while the thread waits (`spin_wakes=`); with
+/// `0` no thread ever wakes it so.
+#[test]
+fn waiting_threads_wake_their_engine_to_spin_unless_told_not_to() {
+    let sleeper = example_path("sleeper");
+    for (wake, some) in [("1", true), ("0", false)] {
+        let _serial = serial();
+        let envs = [("SVM_STATS", "json"), ("SVM_SPIN_WAKE", wake)];
+        let out = run_svmrun_env(
+            &["-n", "2", sleeper.to_str().unwrap(), "1"],
+            &envs,
+            DEADLINE,
+        );
+        out.assert_success();
+        let wakes = out.stat_per_node(2, "spin_wakes");
+        if some {
+            assert!(
+                wakes.iter().sum::<u64>() > 0,
+                "a second of barriers woke no engine: {wakes:?}"
+            );
+        } else {
+            assert_eq!(wakes, [0, 0], "SVM_SPIN_WAKE=0 woke engines");
+        }
+    }
 }

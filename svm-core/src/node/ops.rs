@@ -170,6 +170,7 @@ impl Node {
             c.barrier_wait_ns.merge(&waits.barrier_wait_ns);
         }
         c.fast_locks = st.fast_locks.values().map(|f| f.taken()).sum();
+        c.spin_wakes = self.spin_wakes.load(Ordering::Relaxed);
         for p in st.protocols.iter().flatten() {
             let ps = p.stats();
             c.invalidations += ps.invalidations;

@@ -361,6 +361,9 @@ impl Node {
     /// Sleeps until the engine completes `cell` (waiting for `what`), at most `SVM_TIMEOUT`.
     fn wait_cell(&self, cell: &WaitCell, what: Blocked) -> WaitResult {
         let deadline = Instant::now() + self.cfg.timeout;
+        if cell.state.load(Ordering::Acquire) != 1 {
+            self.engine_watch();
+        }
         if !futex::wait_until(&cell.state, |v| v == 1, Some(deadline)) {
             let st = self.lock_state();
             let err = EngineError::Timeout {
