@@ -257,16 +257,13 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
     // The engine's nice default compares the job's nodes with the CPUs the job may use: the
     // ones this process inherited from its launcher (`taskset -c 0 svmrun -n 2`: one), before
     // it binds itself to its share of them.
-    let job_cpus = || {
-        svm_comm::placement::allowed_cpus()
-            .map_or_else(|_| svm_comm::placement::online_cpus(), |c| c.len())
-    };
     if cfg.engine_nice.is_none() {
-        cfg.engine_nice = crate::node::engine::default_engine_nice(nodes, job_cpus());
+        let job_cpus = svm_comm::placement::allowed_cpus()
+            .map_or_else(|_| svm_comm::placement::online_cpus(), |c| c.len());
+        cfg.engine_nice = crate::node::engine::default_engine_nice(nodes, job_cpus);
     }
-    if cfg.spin_wake.is_none() {
-        cfg.spin_wake = Some(crate::node::engine::default_spin_wake(nodes, job_cpus()));
-    }
+    cfg.spin_wake
+        .get_or_insert_with(|| crate::node::engine::default_spin_wake(nodes));
     // Before this node starts any thread (the engine, link senders), so that they all run on
     // the node's CPUs.
     if let Some(cpus) = &cfg.cpus {

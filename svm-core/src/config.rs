@@ -105,9 +105,8 @@ pub struct Config {
     pub engine_nice: Option<i32>,
     /// `SVM_SPIN_WAKE`: an application thread that starts waiting for a peer (a lock, a
     /// barrier, a message) wakes its node's engine from its sleep in epoll so that it spins
-    /// while the thread waits (`Node::engine_watch`); `1` or `0`. Unset: on while the job has
-    /// no more nodes than the CPUs it may use, else off (`node::engine::default_spin_wake`;
-    /// `api::start_node` resolves it).
+    /// while the thread waits (`Node::engine_watch`); `1` or `0`. Unset: on in a job of more
+    /// than one node (`node::engine::default_spin_wake`; `api::start_node` resolves it).
     pub spin_wake: Option<bool>,
 }
 
