@@ -262,8 +262,6 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
             .map_or_else(|_| svm_comm::placement::online_cpus(), |c| c.len());
         cfg.engine_nice = crate::node::engine::default_engine_nice(nodes, job_cpus);
     }
-    cfg.spin_wake
-        .get_or_insert_with(|| crate::node::engine::default_spin_wake(nodes));
     // Before this node starts any thread (the engine, link senders), so that they all run on
     // the node's CPUs.
     if let Some(cpus) = &cfg.cpus {

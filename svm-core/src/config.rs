@@ -105,9 +105,9 @@ pub struct Config {
     pub engine_nice: Option<i32>,
     /// `SVM_SPIN_WAKE`: an application thread that starts waiting for a peer (a lock, a
     /// barrier, a message) wakes its node's engine from its sleep in epoll so that it spins
-    /// while the thread waits (`Node::engine_watch`); `1` or `0`. Unset: on in a job of more
-    /// than one node (`node::engine::default_spin_wake`; `api::start_node` resolves it).
-    pub spin_wake: Option<bool>,
+    /// while the thread waits (`Node::engine_watch`); `1` (default; it applies only where a
+    /// peer can answer and the engine spins at all, `node::engine::wakes_to_spin`) or `0`.
+    pub spin_wake: bool,
 }
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
@@ -436,10 +436,7 @@ impl Config {
             |n: &i32| (-20..=19).contains(n),
             "expected a nice value from -20 to 19",
         )?;
-        let spin_wake = match get("SVM_SPIN_WAKE") {
-            None => None,
-            Some(_) => Some(switch("SVM_SPIN_WAKE", false)?),
-        };
+        let spin_wake = on_unless_0("SVM_SPIN_WAKE")?;
         Ok(Config {
             push,
             lock_pages,
@@ -592,19 +589,9 @@ mod tests {
 
     #[test]
     fn spin_wake() {
-        assert_eq!(
-            cfg(&[]).unwrap().spin_wake,
-            None,
-            "resolved at the node's start"
-        );
-        assert_eq!(
-            cfg(&[("SVM_SPIN_WAKE", "1")]).unwrap().spin_wake,
-            Some(true)
-        );
-        assert_eq!(
-            cfg(&[("SVM_SPIN_WAKE", "0")]).unwrap().spin_wake,
-            Some(false)
-        );
+        assert!(cfg(&[]).unwrap().spin_wake, "on by default");
+        assert!(cfg(&[("SVM_SPIN_WAKE", "1")]).unwrap().spin_wake);
+        assert!(!cfg(&[("SVM_SPIN_WAKE", "0")]).unwrap().spin_wake);
         says(&[("SVM_SPIN_WAKE", "on")], "SVM_SPIN_WAKE", "0 or 1");
     }
 

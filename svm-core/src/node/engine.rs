@@ -41,14 +41,15 @@ pub(crate) fn default_engine_nice(nodes: usize, cpus: usize) -> Option<i32> {
     (nodes <= cpus).then_some(crate::config::DEFAULT_ENGINE_NICE)
 }
 
-/// The default of `SVM_SPIN_WAKE` for a job of `nodes` nodes: on wherever a peer can answer,
-/// also with more nodes than CPUs, where the woken engine's yielding polls share the CPU with
-/// another node's computing thread. SPLASH-2 at p = 4 on 2 CPUs (`svm-bench splash --nodes 4`,
-/// off and on alternated, 2 rounds): svm times geomean 0.89 of off (radiosity 12.6–15.3 →
-/// 9.4–10.1 s, raytrace 1.55–1.63 → 1.20–1.26 s, radix 7.7–8.0 → 5.9–6.2 s; barnes 6.8–7.5 →
-/// 7.3–8.7 s); Jacobi 1024² × 400 at 4 nodes, 6 rounds: median 0.320 → 0.300 s.
-pub(crate) fn default_spin_wake(nodes: usize) -> bool {
-    nodes > 1
+/// Whether a thread that starts waiting wakes its sleeping engine to spin (`SVM_SPIN_WAKE`):
+/// where the engine spins at all and a peer can answer — with more nodes than CPUs too, where
+/// the woken engine's yielding polls share the CPU with another node's computing thread.
+/// SPLASH-2 at p = 4 on 2 CPUs (`svm-bench splash --nodes 4`, off and on alternated, 2
+/// rounds): svm times geomean 0.89 of off (radiosity 12.6–15.3 → 9.4–10.1 s, raytrace
+/// 1.55–1.63 → 1.20–1.26 s, radix 7.7–8.0 → 5.9–6.2 s; barnes 6.8–7.5 → 7.3–8.7 s); Jacobi
+/// 1024² × 400 at 4 nodes, 6 rounds: median 0.320 → 0.300 s.
+pub(crate) fn wakes_to_spin(spin_wake: bool, spin_polls: u32, nodes: usize) -> bool {
+    spin_wake && spin_polls > 0 && nodes > 1
 }
 
 /// The engine's longest sleep in epoll without a timer: a whole sleep without a wake-up makes
@@ -114,9 +115,7 @@ impl Node {
             .spin_polls
             .unwrap_or_else(|| default_spin_polls(self.nodes as usize));
         let mut last_check = now_ns();
-        // Whether a thread that starts waiting wakes this engine from its sleep to spin: only
-        // where it spins at all and a peer can answer.
-        let nudgeable = spin_polls > 0 && self.nodes > 1 && self.cfg.spin_wake.unwrap_or(false);
+        let nudgeable = wakes_to_spin(self.cfg.spin_wake, spin_polls, self.nodes as usize);
         loop {
             // Spin on a non-blocking poll for a short while after activity (a reply usually
             // follows within tens of microseconds) while a thread of this node waits for the
@@ -128,13 +127,14 @@ impl Node {
             // computes on the same CPU. (SPLASH-2 fmm's lock requests that sat ~4 ms unread
             // were not this but the woken engine's eligibility: `ask_for_engine_priority`.)
             let due = self.timer_due.load(Ordering::Acquire);
-            // Said before the look at the waiting threads (a store-load pair with
-            // `engine_watch`): a thread that starts waiting after the look wakes the sleep.
-            self.engine_sleeps.store(nudgeable, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-            let spinning = idle_polls < spin_polls && self.threads_wait();
-            if spinning {
-                self.engine_sleeps.store(false, Ordering::Relaxed);
+            let mut spinning = idle_polls < spin_polls && self.threads_wait();
+            if !spinning && nudgeable {
+                // About to sleep: said before a second look at the waiting threads (a
+                // store-load pair with `engine_watch`), so a thread that starts waiting after
+                // that look wakes the sleep. Spinning polls pay for neither.
+                self.engine_sleeps.store(true, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                spinning = idle_polls < spin_polls && self.threads_wait();
             }
             let timeout = if spinning {
                 Duration::ZERO
@@ -469,7 +469,11 @@ mod tests {
         );
         assert_eq!(default_engine_nice(3, 2), None);
         // A waiting thread wakes its engine to spin only where a peer can answer.
-        assert!(default_spin_wake(2) && default_spin_wake(4));
-        assert!(!default_spin_wake(1), "alone: nothing to wait for");
+        assert!(wakes_to_spin(true, DEFAULT_SPIN_POLLS, 2) && wakes_to_spin(true, 2048, 4));
+        assert!(
+            !wakes_to_spin(true, DEFAULT_SPIN_POLLS_ALONE, 1),
+            "alone: nothing to wait for"
+        );
+        assert!(!wakes_to_spin(false, 2048, 2) && !wakes_to_spin(true, 0, 2));
     }
 }
