@@ -287,6 +287,7 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
         hold_ns: cfg.hold_us * 1000,
         flush_after_ns: cfg.flush_after_us * 1000,
         push: cfg.push,
+        home_migration: cfg.home_migration,
     };
     let protocols: Vec<Option<Box<dyn Protocol>>> = crate::protocol::PROTOCOL_NAMES
         .iter()

@@ -92,6 +92,11 @@ pub struct Config {
     /// personalities' `G_MALLOC` / `cvm_alloc` home each page on the first node that touches
     /// it; `1` (default) or `0` (homed on the allocating node, as under `sc-sw`).
     pub first_touch: bool,
+    /// `SVM_HOME_MIGRATION`: under `sc-mw` in a job of two nodes, at each barrier a home
+    /// hands every page that only the other node wrote since the last barrier to that node,
+    /// whose copy holds every write (JIAJIA's home migration); `0` (default: it makes a racy
+    /// program's flag more often overtake its datum, docs/protocols.md) or `1`.
+    pub home_migration: bool,
     /// `SVM_ENGINE_SLICE_US`: the time slice (µs) the engine thread asks the kernel for
     /// (`sched_setattr`), so that its wake-ups preempt the node's computing thread instead of
     /// waiting for that thread's slice to end; default [`DEFAULT_ENGINE_SLICE_US`], 0 = the
@@ -423,6 +428,7 @@ impl Config {
         let push = on_unless_0("SVM_PUSH")?;
         let lock_pages = switch("SVM_LOCK_PAGES", false)?;
         let first_touch = on_unless_0("SVM_FIRST_TOUCH")?;
+        let home_migration = switch("SVM_HOME_MIGRATION", false)?;
         let engine_slice_us = checked(
             get,
             "SVM_ENGINE_SLICE_US",
@@ -441,6 +447,7 @@ impl Config {
             push,
             lock_pages,
             first_touch,
+            home_migration,
             engine_slice_us,
             engine_nice,
             spin_wake,
@@ -562,6 +569,14 @@ mod tests {
         assert!(cfg(&[]).unwrap().first_touch);
         assert!(!cfg(&[("SVM_FIRST_TOUCH", "0")]).unwrap().first_touch);
         says(&[("SVM_FIRST_TOUCH", "yes")], "SVM_FIRST_TOUCH", "0 or 1");
+        assert!(!cfg(&[]).unwrap().home_migration);
+        assert!(cfg(&[("SVM_HOME_MIGRATION", "1")]).unwrap().home_migration);
+        assert!(!cfg(&[("SVM_HOME_MIGRATION", "0")]).unwrap().home_migration);
+        says(
+            &[("SVM_HOME_MIGRATION", "on")],
+            "SVM_HOME_MIGRATION",
+            "0 or 1",
+        );
         assert_eq!(
             cfg(&[("SVM_HOLD_US", "1000000")]).unwrap().hold_us,
             1_000_000

@@ -56,6 +56,10 @@ pub enum Action {
     /// contents before the first write. Emitting it for a page that already has a twin is a
     /// protocol bug (the simulator reports it; the engine may fail the job).
     MakeTwin { page: PageId },
+    /// Forget the twin of `page` without a diff: the writes since the twin was made stay in
+    /// the local contents, which the protocol now treats as the master copy (the node became
+    /// the page's home). Dropping a twin the page does not have is a protocol bug.
+    DropTwin { page: PageId },
     /// For each page of `pages`, in order: encode the word-granular diff of the page's current
     /// local contents against its twin (`crate::diff::encode`), then drop the twin; send `msg`
     /// to `to` with all those diffs concatenated as the frame's raw data (one message per
@@ -190,6 +194,9 @@ pub struct ProtocolStats {
     /// Flushes of writes no release had flushed after `SVM_FLUSH_AFTER_US` (sc-mw's bounded
     /// visibility).
     pub timed_flushes: u64,
+    /// Pages this node was home of and handed to the node that alone wrote them between two
+    /// barriers (sc-mw, two nodes, `SVM_HOME_MIGRATION`).
+    pub homes_moved: u64,
 }
 
 /// Which hook a barrier's departure runs on a node. The engine and the protocol simulators
@@ -452,6 +459,10 @@ pub struct ProtocolOptions {
     /// reach their homes, and the other copies are invalidated, at the latest this long after
     /// the first of them, release or not; 0 = only at releases. See docs/protocols.md.
     pub flush_after_ns: u64,
+    /// Home migration (`SVM_HOME_MIGRATION`, off by default; sc-mw in a job of two nodes): at
+    /// a barrier, a home hands each page only the other node wrote since the last barrier to
+    /// that node. See docs/protocols.md.
+    pub home_migration: bool,
 }
 
 /// Fault-around sizing for one protocol instance: the window starts at

@@ -156,6 +156,8 @@ pub struct Counters {
     pub copies_dropped: u64,
     /// Flushes of writes no release had flushed (sc-mw, `SVM_FLUSH_AFTER_US`).
     pub timed_flushes: u64,
+    /// Pages handed to a new home (sc-mw, `SVM_HOME_MIGRATION`).
+    pub homes_moved: u64,
     /// Lock releases whose flush waited for a later release (sc-mw, two nodes).
     pub releases_deferred: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
@@ -238,6 +240,9 @@ pub struct Stats {
     /// Flushes of writes no release had flushed after `SVM_FLUSH_AFTER_US` (sc-mw's bounded
     /// visibility).
     pub timed_flushes: u64,
+    /// Pages this node was home of and handed to the node that alone wrote them between two
+    /// barriers (sc-mw in a job of two nodes, `SVM_HOME_MIGRATION`).
+    pub homes_moved: u64,
     /// Lock releases of this node whose flush waited for its next release that could tell
     /// the other node anything (sc-mw in a job of two nodes).
     pub releases_deferred: u64,
@@ -291,6 +296,7 @@ impl Stats {
             pages_pushed: c.pages_pushed,
             copies_dropped: c.copies_dropped,
             timed_flushes: c.timed_flushes,
+            homes_moved: c.homes_moved,
             releases_deferred: c.releases_deferred,
         }
     }
@@ -345,14 +351,15 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "  diffs                  twins={} created={} ({} B) applied={} ({} B) timed_flushes={} releases_deferred={}",
+            "  diffs                  twins={} created={} ({} B) applied={} ({} B) timed_flushes={} releases_deferred={} homes_moved={}",
             self.twins_made,
             self.diffs_created,
             self.diff_bytes_sent,
             self.diffs_applied,
             self.diff_bytes_applied,
             self.timed_flushes,
-            self.releases_deferred
+            self.releases_deferred,
+            self.homes_moved
         )?;
         writeln!(
             f,

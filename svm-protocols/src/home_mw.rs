@@ -26,6 +26,8 @@ use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg, Prot
 use crate::sc_single_writer::NodeSet;
 use crate::scan_ahead::ScanAhead;
 
+#[path = "home_mw_migrate.rs"]
+mod migrate;
 #[path = "home_mw_push.rs"]
 mod push;
 #[path = "home_mw_refetch.rs"]
@@ -142,6 +144,8 @@ pub(crate) struct HomeMw {
     open: u32,
     /// Pages to fetch again at the next barrier departure (`refetch`).
     refetch: BTreeSet<PageId>,
+    /// sc-mw, two nodes: home migration at barriers (`migrate`).
+    migration: migrate::Migration,
     /// scope, two nodes (`push`): whether to push (`SVM_PUSH`; on by default).
     pub(crate) push: bool,
     /// scope, two nodes (`push`): the other node's push budgets of this node's home pages.
@@ -178,6 +182,7 @@ impl HomeMw {
             partial_since: false,
             open: 0,
             refetch: BTreeSet::new(),
+            migration: Default::default(),
             push: true,
             push_budgets: Default::default(),
             fresh: BTreeSet::new(),
@@ -185,9 +190,12 @@ impl HomeMw {
         }
     }
 
-    /// A page this node is home of that it never touched and nobody fetched.
+    /// A page this node is home of that it never touched and nobody fetched (and that never
+    /// moved: a page moved away may hold writes this node never saw).
     fn untouched_home(&self, page: PageId) -> bool {
-        !self.pages.contains_key(&page) && !self.served.contains(&page)
+        !self.pages.contains_key(&page)
+            && !self.served.contains(&page)
+            && !self.migration.moved(page)
     }
 
     fn page(&mut self, page: PageId) -> &mut NodePage {
@@ -239,7 +247,7 @@ impl HomeMw {
     fn fetch(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
         self.page(page).fetching = true;
         out.push(Action::Send {
-            to: ctx.home(page),
+            to: self.home_of(ctx, page),
             msg: ProtoMsg::ReadReq { page },
             attach: None,
         });
@@ -249,8 +257,9 @@ impl HomeMw {
     /// of its region become writable and written too when the faults walk them in order.
     fn write_ahead_home(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
         let pages = &self.pages;
+        let migration = &self.migration;
         let run = self.write_ahead.take(page, |q| {
-            ctx.home(q) == ctx.me()
+            migration.home(ctx, q) == ctx.me()
                 && ctx.same_region(page, q)
                 && pages.get(&q).is_some_and(|np| np.access == Access::Read)
         });
@@ -267,8 +276,10 @@ impl HomeMw {
         self.note_demand_fetch(page);
         self.fetch(ctx, page, out);
         let pages = &self.pages;
+        let migration = &self.migration;
+        let home = migration.home(ctx, page);
         let run = self.fetch_ahead.take(page, |q| {
-            ctx.home(q) == ctx.home(page)
+            migration.home(ctx, q) == home
                 && ctx.same_region(page, q)
                 && pages
                     .get(&q)
@@ -292,7 +303,7 @@ impl HomeMw {
         if access == Access::None {
             return;
         }
-        let home_here = ctx.home(page) == ctx.me();
+        let home_here = self.home_of(ctx, page) == ctx.me();
         // Asked before `self.page` below records the page (which makes it touched), and only
         // where fault-around could use the answer.
         let around = home_here && self.fault_around.enabled() && self.untouched_home(page);
@@ -326,8 +337,15 @@ impl HomeMw {
             }
             return;
         }
+        // A copy kept through its home's move takes no write until the new home has taken
+        // the page (`home_mw_migrate.rs`): it is fetched again, after the new home's last
+        // diffs of it, and the write waits for that grant even if the move is done first.
+        let kept = self.migration.unconfirmed(page);
+        let np = self.page(page);
         match access {
-            Access::Write if np.access == Access::Read => self.make_writable(page, out),
+            Access::Write if np.access == Access::Read && !kept && !np.fetching => {
+                self.make_writable(page, out)
+            }
             Access::Write => {
                 np.want_write = true;
                 if !np.fetching {
@@ -355,8 +373,11 @@ impl HomeMw {
         match msg {
             // ---- home side ----
             &ProtoMsg::ReadReq { page } => {
-                if self.mode == Mode::Eager {
-                    self.copysets.entry(page).or_default().insert(from);
+                if self.home_of(ctx, page) != ctx.me() {
+                    // Only the node a page moved to could ask, and it holds the page
+                    // (`home_mw_migrate.rs`): a stray request.
+                    debug_assert!(false, "ReadReq of page {page} from {from}, moved away");
+                    return;
                 }
                 self.note_fetched(ctx, page);
                 if self.served.insert(page) && self.page(page).access == Access::Write {
@@ -364,6 +385,9 @@ impl HomeMw {
                     // before the copy is read, so the copy holds every write so far.
                     self.set_access(page, Access::Read, out);
                     self.dirty_home.insert(page);
+                }
+                if self.mode == Mode::Eager {
+                    self.copysets.entry(page).or_default().insert(from);
                 }
                 out.push(Action::Send {
                     to: from,
@@ -390,7 +414,18 @@ impl HomeMw {
                     token: *token,
                     page: first,
                 };
-                let written: Vec<PageId> = diffed.iter().chain(pushed).copied().collect();
+                // Diffs of a page this node handed on, sent before the writer heard of it: its
+                // copy is the master copy now, and this node's copy (which takes no write
+                // until the move is done) gets them too; nothing is invalidated
+                // (`home_mw_migrate.rs`).
+                let me = ctx.me();
+                let written: Vec<PageId> = diffed
+                    .iter()
+                    .chain(pushed)
+                    .copied()
+                    .filter(|&p| self.home_of(ctx, p) == me)
+                    .collect();
+                self.note_written_there(ctx, &written);
                 self.invalidate_others(ctx, &written, from, reply, out);
             }
             &ProtoMsg::InvalAck { page } => {
@@ -405,6 +440,10 @@ impl HomeMw {
             &ProtoMsg::Grant { page, .. } => self.granted(ctx, page, out),
             &ProtoMsg::Inval { page } => self.invalidated(ctx, page, from, out),
             &ProtoMsg::Push { page } => self.pushed_copy(ctx, page, out),
+            &ProtoMsg::HomeMoved { page, copy_kept } => {
+                self.home_received(ctx, page, from, copy_kept, out)
+            }
+            &ProtoMsg::HomeTaken { page } => self.home_taken(page),
             &ProtoMsg::DiffAck { token, .. } => {
                 if let Some(f) = self.flushes.iter_mut().find(|f| f.id == token) {
                     f.acked();
@@ -467,7 +506,7 @@ impl HomeMw {
                 }
             }
             debug_assert!(
-                !pages.iter().any(|&p| ctx.home(p) != ctx.me()),
+                !pages.iter().any(|&p| self.home_of(ctx, p) != ctx.me()),
                 "diffs for a page homed elsewhere"
             );
         }
@@ -599,6 +638,7 @@ impl HomeMw {
         self.refetch.retain(|p| !gone(p));
         self.fresh.retain(|p| !gone(p));
         self.push_budgets.forget(&pages);
+        self.migration.forget(&pages);
         true
     }
 
@@ -639,6 +679,7 @@ impl HomeMw {
         if self.fresh.contains(&page) {
             home += "; pushed copy, fresh";
         }
+        home += &self.describe_move(page);
         let waits: Vec<NodeId> = self
             .inval_pending
             .range((page, 0)..=(page, NodeId::MAX))
@@ -687,6 +728,13 @@ macro_rules! home_mw_protocol {
             /// pages around it writable at once.
             pub fn with_fault_around(mut self, pages: usize) -> Self {
                 self.0.fault_around = ::svm_core::protocol::FaultAround::new(pages);
+                self
+            }
+
+            /// With or without home migration at barriers (`SVM_HOME_MIGRATION`, off by
+            /// default; sc-mw in a job of two nodes: `home_mw_migrate.rs`).
+            pub fn with_home_migration(mut self, on: bool) -> Self {
+                self.0.set_home_migration(on);
                 self
             }
 
@@ -828,6 +876,7 @@ macro_rules! home_mw_protocol {
                     self.0.fetch_ahead = $crate::scan_ahead::ScanAhead::new(opts.read_ahead);
                     self.0.write_ahead = $crate::scan_ahead::ScanAhead::new(opts.read_ahead);
                     self.0.push = opts.push;
+                    self.0.set_home_migration(opts.home_migration);
                     self.0.visible.after_ns = opts.flush_after_ns;
                 }
                 fn describe(&self, page: PageId) -> String {

@@ -91,7 +91,7 @@ impl HomeMw {
         let me = ctx.me();
         let other: NodeId = 1 - me;
         for &page in written {
-            if ctx.home(page) != me {
+            if self.home_of(ctx, page) != me {
                 continue;
             }
             if !self
@@ -120,7 +120,7 @@ impl HomeMw {
     /// has not acknowledged (the pushed copy may lack them; sc-mw: also diffs that went back
     /// with an invalidation's acknowledgement, `pushed`).
     pub(super) fn pushed_copy(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
-        if !self.pushing(ctx) || ctx.home(page) == ctx.me() {
+        if !self.pushing(ctx) || self.home_of(ctx, page) == ctx.me() {
             return;
         }
         let unacked = self.pushed.contains(&page)

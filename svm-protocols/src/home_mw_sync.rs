@@ -111,10 +111,10 @@ impl HomeMw {
         }
         let mut batches: BTreeMap<NodeId, (Vec<PageId>, Vec<PageId>)> = BTreeMap::new();
         for &p in &dirty {
-            batches.entry(ctx.home(p)).or_default().0.push(p);
+            batches.entry(self.home_of(ctx, p)).or_default().0.push(p);
         }
         for &p in pushed.difference(&dirty) {
-            batches.entry(ctx.home(p)).or_default().1.push(p);
+            batches.entry(self.home_of(ctx, p)).or_default().1.push(p);
         }
         let homes = batches.len() as u32;
         // `pushed` pages went to their homes earlier, with an `InvalAck`: named here, they
@@ -128,6 +128,8 @@ impl HomeMw {
         let flush = Flush::new(ctx, id, homes + local + 1, diffed, None);
         self.flushes.push_back(flush);
         let written_home: Vec<PageId> = dirty_home.into_iter().collect();
+        self.note_written_here(ctx, &written_home);
+        self.note_written_here(ctx, &sticky);
         if local == 1 {
             self.invalidate_others(ctx, &written_home, ctx.me(), Reply::Local { id }, out);
         }
@@ -296,6 +298,7 @@ impl HomeMw {
             self.since_all_nodes.retain(|p| since_arrival.contains(p));
             self.partial_since = false;
         }
+        self.move_homes(ctx, out);
         self.depart(ctx, token, notices, all_nodes, out)
     }
 
@@ -327,7 +330,9 @@ impl HomeMw {
         all.extend(
             self.pages
                 .iter()
-                .filter(|(&p, np)| ctx.home(p) != me && (np.access != Access::None || np.fetching))
+                .filter(|(&p, np)| {
+                    self.home_of(ctx, p) != me && (np.access != Access::None || np.fetching)
+                })
                 .map(|(&p, _)| p),
         );
         let all: Vec<PageId> = all.into_iter().collect();
@@ -366,7 +371,7 @@ impl HomeMw {
         let mut push: BTreeMap<NodeId, Vec<PageId>> = BTreeMap::new();
         let mut drop = Vec::new();
         for &p in notices {
-            if ctx.home(p) == me || (keep_fresh && self.fresh.contains(&p)) {
+            if self.home_of(ctx, p) == me || (keep_fresh && self.fresh.contains(&p)) {
                 continue;
             }
             let np = self.page(p);
@@ -383,7 +388,7 @@ impl HomeMw {
             self.stats.invalidations += 1;
             if self.dirty.remove(&p) {
                 self.set_access(p, Access::Read, out);
-                push.entry(ctx.home(p)).or_default().push(p);
+                push.entry(self.home_of(ctx, p)).or_default().push(p);
             }
             drop.push(p);
         }

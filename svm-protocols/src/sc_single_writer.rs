@@ -482,7 +482,10 @@ impl ScSingleWriter {
             ProtoMsg::DropAck { page } => self.node_page(ctx, page).drop_pending = false,
             // Multiple-writer traffic never reaches an sc-sw instance (each region has one
             // protocol); a stray one is ignored like any other stray message.
-            ProtoMsg::Diffs { .. } | ProtoMsg::DiffAck { .. } => {}
+            ProtoMsg::Diffs { .. }
+            | ProtoMsg::DiffAck { .. }
+            | ProtoMsg::HomeMoved { .. }
+            | ProtoMsg::HomeTaken { .. } => {}
         }
     }
 

@@ -1005,6 +1005,11 @@ impl Cluster {
                     }
                     self.stats.twins += 1;
                 }
+                Action::DropTwin { page } => {
+                    if self.nodes[node as usize].twins.remove(&page).is_none() {
+                        return Err(SimErrorKind::Protocol(format!("node {node}: DropTwin of page {page}, which has no twin")));
+                    }
+                }
                 Action::SendDiffs { to, msg, pages } => {
                     if to as usize >= self.n {
                         return Err(SimErrorKind::Protocol(format!("node {node} sent {msg:?} to unknown node {to}")));

@@ -23,7 +23,7 @@ use svm_protocols::engine_sim::EngineCluster;
 use svm_protocols::sim::{Cluster, Discard, Op, SimConfig, SimError, ThreadId};
 
 mod common;
-use common::{addr, publish, spin, PAGE_WORDS};
+use common::{addr, locked_increment, publish, sc_mw, sc_sw, scope, spin, PAGE_WORDS};
 
 /// A protocol under test.
 pub struct Subject {
@@ -1257,21 +1257,7 @@ pub fn lock_fairness<C: Sim>(s: &Subject) {
         let nodes = 2 + (seed % 2) as NodeId;
         let mut c = cluster::<C>(s, nodes, seed);
         let counter = addr(3, 1);
-        let round = |p: &mut Vec<Op>| {
-            p.extend([
-                Op::Lock(LOCK),
-                Op::Load {
-                    addr: counter,
-                    reg: 0,
-                },
-                Op::AddImm { reg: 0, imm: 1 },
-                Op::StoreReg {
-                    addr: counter,
-                    reg: 0,
-                },
-                Op::Unlock(LOCK),
-            ])
-        };
+        let round = |p: &mut Vec<Op>| p.extend(locked_increment(LOCK, counter));
         let threads = 3 + nodes as usize - 1;
         let barrier = Op::Barrier {
             id: 1,
@@ -1850,18 +1836,6 @@ macro_rules! conformance_suite {
     };
 }
 
-fn sc_sw(_: NodeId) -> Box<dyn Protocol> {
-    Box::new(svm_protocols::ScSingleWriter::new())
-}
-
-fn sc_mw(_: NodeId) -> Box<dyn Protocol> {
-    Box::new(svm_protocols::ScMultiWriter::new())
-}
-
-fn scope(_: NodeId) -> Box<dyn Protocol> {
-    Box::new(svm_protocols::Scope::new())
-}
-
 conformance_suite!(
     sc_sw,
     Subject {
@@ -2177,5 +2151,23 @@ conformance_suite!(
         single_writer: false,
         discard: Discard::Always,
         flushes_any_time: true,
+    }
+);
+
+fn sc_mw_migrating(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::ScMultiWriter::new().with_home_migration(true))
+}
+
+// With home migration at barriers (`SVM_HOME_MIGRATION=1`; jobs of two nodes): pages only the
+// other node wrote move to it (`home_mw_migrate.rs`); the programs of two nodes exercise it.
+conformance_suite!(
+    sc_mw_migrating,
+    Subject {
+        name: "sc-mw",
+        factory: sc_mw_migrating,
+        sc_for_racy: false,
+        single_writer: false,
+        discard: Discard::Always,
+        flushes_any_time: false,
     }
 );

@@ -392,11 +392,13 @@ fn g_malloc_pages_are_homed_by_first_touch_under_home_based_protocols() {
             );
         });
     }
-    // SVM_FIRST_TOUCH=0: homed on the master, the other process's block comes back as diffs.
+    // SVM_FIRST_TOUCH=0 and SVM_HOME_MIGRATION=0: homed on the master, the other process's
+    // block comes back as diffs at every barrier.
     let envs = [
         ("SVM_STATS", "json"),
         ("SVM_PROTOCOL", "sc-mw"),
         ("SVM_FIRST_TOUCH", "0"),
+        ("SVM_HOME_MIGRATION", "0"),
     ];
     program.run_matrix(&[2], &["uffd"], args, &envs, |nodes, out| {
         out.assert_success()
@@ -405,6 +407,41 @@ fn g_malloc_pages_are_homed_by_first_touch_under_home_based_protocols() {
         assert!(
             diffs > 20 * 4096,
             "{diffs} diff bytes with SVM_FIRST_TOUCH=0: blocks homed by first touch anyway\n{out}"
+        );
+        let moved: u64 = out.stat_per_node(nodes, "homes_moved").iter().sum();
+        assert_eq!(moved, 0, "SVM_HOME_MIGRATION=0 moved homes\n{out}");
+    });
+}
+
+/// sc-mw's home migration (`SVM_HOME_MIGRATION=1`, jobs of two nodes): with `placement`'s
+/// blocks all homed on the master (`SVM_FIRST_TOUCH=0`), the worker's block moves to the
+/// worker, its only writer, at the first barriers (the master's own first touch of the block
+/// counts as its write in the first round), so it sends diffs of it in the first rounds only
+/// (20 rounds of 32 KiB without migration), and the job still checks every block.
+#[test]
+fn pages_only_the_other_node_writes_move_home_to_it_under_sc_mw() {
+    let scratch = SPLASH.scratch("migration");
+    let program = build("placement", &scratch);
+    let args = |n: usize| words(&format!("-p {n} -r 20"));
+    let envs = [
+        ("SVM_STATS", "json"),
+        ("SVM_PROTOCOL", "sc-mw"),
+        ("SVM_FIRST_TOUCH", "0"),
+        ("SVM_HOME_MIGRATION", "1"),
+    ];
+    program.run_matrix(&[2], &FAULTS, args, &envs, |nodes, out| {
+        out.assert_success()
+            .assert_stdout_contains("PASS placement");
+        // In the order the nodes printed them: only the master has pages to hand on.
+        let moved: u64 = out.stat_per_node(nodes, "homes_moved").iter().sum();
+        assert!(
+            moved >= 8,
+            "{moved} pages handed on: the worker's 8 stayed on the master\n{out}"
+        );
+        let diffs: u64 = out.stat_per_node(nodes, "diff_bytes_sent").iter().sum();
+        assert!(
+            diffs < 6 * 8 * 4096,
+            "{diffs} diff bytes: the worker's block went back as diffs in most rounds\n{out}"
         );
     });
 }

@@ -126,6 +126,15 @@ pub enum ProtoMsg {
     /// read-only); the frame's data holds the page. The manager takes it only if the page's
     /// state is unchanged since it asked.
     AheadCopy { page: PageId },
+    /// Old home → new home (sc-mw in a job of two nodes, at the old home's barrier
+    /// departure): only the receiver wrote `page` between the last two barriers and the old
+    /// home did not, so the receiver, whose copy holds every write, is its home from now on.
+    /// `copy_kept`: the sender keeps a read-only copy (the new home counts it in its copyset).
+    /// Answered by [`ProtoMsg::HomeTaken`].
+    HomeMoved { page: PageId, copy_kept: bool },
+    /// New home → old home: the [`ProtoMsg::HomeMoved`] of `page` is done; no diff of the
+    /// page comes to the old home after this message.
+    HomeTaken { page: PageId },
 }
 
 /// A write notice travelling with a lock's token.
@@ -238,7 +247,9 @@ impl ProtoMsg {
             | ProtoMsg::Dropped { page }
             | ProtoMsg::DropAck { page }
             | ProtoMsg::AheadAsk { page, .. }
-            | ProtoMsg::AheadCopy { page } => *page,
+            | ProtoMsg::AheadCopy { page }
+            | ProtoMsg::HomeMoved { page, .. }
+            | ProtoMsg::HomeTaken { page } => *page,
         }
     }
 }
@@ -283,6 +294,8 @@ impl Msg {
                 ProtoMsg::DropAck { .. } => "drop_ack",
                 ProtoMsg::AheadAsk { .. } => "ahead_ask",
                 ProtoMsg::AheadCopy { .. } => "ahead_copy",
+                ProtoMsg::HomeMoved { .. } => "home_moved",
+                ProtoMsg::HomeTaken { .. } => "home_taken",
             },
             Msg::Sync(s) => match s {
                 SyncMsg::LockAcquire { .. } => "lock_acquire",

@@ -99,6 +99,23 @@ fn samples() -> Vec<(Msg, Vec<u8>)> {
             vec![5; 64],
         ),
         (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::HomeMoved {
+                    page: 85,
+                    copy_kept: true,
+                },
+            },
+            vec![],
+        ),
+        (
+            Msg::Proto {
+                proto: 0,
+                msg: ProtoMsg::HomeTaken { page: 86 },
+            },
+            vec![],
+        ),
+        (
             Msg::Sync(SyncMsg::LockGrant {
                 lock: 9,
                 releases: 7,

@@ -187,6 +187,7 @@ impl Node {
             c.pages_pushed += ps.pages_pushed;
             c.copies_dropped += ps.copies_dropped;
             c.timed_flushes += ps.timed_flushes;
+            c.homes_moved += ps.homes_moved;
         }
         Stats::from_counters(
             &c,

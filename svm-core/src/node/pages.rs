@@ -140,6 +140,13 @@ impl Node {
                     st.twins.insert(page, twin);
                     st.counters.twins_made += 1;
                 }
+                Action::DropTwin { page } => {
+                    if st.twins.remove(&page).is_none() {
+                        return Err(EngineError::Protocol(format!(
+                            "page {page} has no twin to drop"
+                        )));
+                    }
+                }
                 Action::SendDiffs { to, msg, pages } => {
                     let mut data = Vec::new();
                     let mut cur = std::mem::take(&mut st.page_buf);

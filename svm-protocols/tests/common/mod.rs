@@ -1,6 +1,8 @@
 //! Building blocks of the simulator programs shared by the integration tests of this crate
-//! (`conformance.rs`, `bounded_visibility.rs`).
+//! (`conformance.rs`, `bounded_visibility.rs`, `home_migration.rs`); not every file uses all.
+#![allow(dead_code)]
 
+use svm_core::protocol::{NodeId, Protocol};
 use svm_protocols::sim::Op;
 
 /// Words per simulated page (pages of 64 bytes keep programs small).
@@ -34,4 +36,34 @@ pub fn publish(data: u64, flag: u64) -> [Op; 2] {
             value: 1,
         },
     ]
+}
+
+/// `mem[counter] += 1` under lock `lock`.
+pub fn locked_increment(lock: u64, counter: u64) -> [Op; 5] {
+    [
+        Op::Lock(lock),
+        Op::Load {
+            addr: counter,
+            reg: 0,
+        },
+        Op::AddImm { reg: 0, imm: 1 },
+        Op::StoreReg {
+            addr: counter,
+            reg: 0,
+        },
+        Op::Unlock(lock),
+    ]
+}
+
+/// The three protocols as they start by default.
+pub fn sc_sw(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::ScSingleWriter::new())
+}
+
+pub fn sc_mw(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::ScMultiWriter::new())
+}
+
+pub fn scope(_: NodeId) -> Box<dyn Protocol> {
+    Box::new(svm_protocols::Scope::new())
 }
