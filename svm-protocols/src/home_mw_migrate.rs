@@ -37,6 +37,10 @@
 //! one, which would have to forward; and with two nodes every release's diffs go to the other
 //! node without waiting for its acknowledgement (`home_mw_sync.rs`), so the writer's flushes
 //! are what migration saves.
+//!
+//! Why off by default: it homes more pages at their writers, and sc-mw can show a racy flag
+//! on a page its writer is home of before a datum still in the writer's twin (SPLASH-2 fmm
+//! crashed in 2 of ~80 runs with it; docs/protocols.md, "A racy program").
 
 use std::collections::{BTreeSet, HashMap};
 
