@@ -307,6 +307,10 @@ impl HomeMw {
         // Asked before `self.page` below records the page (which makes it touched), and only
         // where fault-around could use the answer.
         let around = home_here && self.fault_around.enabled() && self.untouched_home(page);
+        // A copy kept through its home's move takes no write until the new home has taken
+        // the page (`home_mw_migrate.rs`): it is fetched again, after the new home's last
+        // diffs of it, and the write waits for that grant even if the move is done first.
+        let kept = self.migration.unconfirmed(page);
         let np = self.page(page);
         if np.access >= access {
             return; // already granted; the engine wakes the thread itself
@@ -337,11 +341,6 @@ impl HomeMw {
             }
             return;
         }
-        // A copy kept through its home's move takes no write until the new home has taken
-        // the page (`home_mw_migrate.rs`): it is fetched again, after the new home's last
-        // diffs of it, and the write waits for that grant even if the move is done first.
-        let kept = self.migration.unconfirmed(page);
-        let np = self.page(page);
         match access {
             Access::Write if np.access == Access::Read && !kept && !np.fetching => {
                 self.make_writable(page, out)

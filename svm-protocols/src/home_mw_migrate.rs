@@ -69,6 +69,10 @@ pub(super) struct Migration {
 impl Migration {
     /// The home of `page` as this node knows it: where it moved, else the region's.
     pub(super) fn home(&self, ctx: &dyn Context, page: PageId) -> NodeId {
+        // On the fault path: no lookup while nothing moved (always, with migration off).
+        if self.moved.is_empty() {
+            return ctx.home(page);
+        }
         match self.moved.get(&page) {
             Some(&n) => n,
             None => ctx.home(page),
@@ -82,7 +86,7 @@ impl Migration {
 
     /// Whether `page` moved to or from this node.
     pub(super) fn moved(&self, page: PageId) -> bool {
-        self.moved.contains_key(&page)
+        !self.moved.is_empty() && self.moved.contains_key(&page)
     }
 
     pub(super) fn forget(&mut self, pages: &std::ops::Range<PageId>) {
