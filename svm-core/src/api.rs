@@ -379,6 +379,12 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
             } else {
                 vec![false; boot.size as usize]
             };
+            // tcp: Unix-domain sockets to the nodes on this host (`SVM_UNIX_SOCKETS`).
+            let mut unix = if cfg.transport == "tcp" && cfg.unix_sockets {
+                tcp::establish_local(&boot, &mesh.same_host(me), setup_timeout)?
+            } else {
+                (0..boot.size).map(|_| None).collect()
+            };
             let mut deck = if local
                 .iter()
                 .enumerate()
@@ -393,14 +399,15 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
             for (i, l) in mesh.links.into_iter().enumerate() {
                 links[i] = match deck[i].take() {
                     Some(d) => Some(Box::new(d) as Box<dyn Link>),
-                    None => l.map(|mut l| {
+                    // The TCP connection to this peer closes unused.
+                    None => unix[i].take().or(l).map(|mut l| {
                         // The engine sends under its state: queue, never wait (docs/architecture.md).
                         l.queue_sends();
                         Box::new(l) as Box<dyn Link>
                     }),
                 };
             }
-            if cfg.verbose && cfg.transport == "auto" {
+            if cfg.verbose {
                 let kinds: Vec<String> = links
                     .iter()
                     .enumerate()

@@ -145,6 +145,51 @@ cases!(jacobi {
     jacobi_512_3_nodes_segv => (3, "segv", 512, 20),
 });
 
+/// With the `tcp` transport, nodes on one host link over Unix-domain sockets
+/// (`SVM_UNIX_SOCKETS`, default on) and over TCP with the switch off; Jacobi verifies either
+/// way. Each node names the transport to every peer with `SVM_VERBOSE`.
+#[test]
+fn local_nodes_link_over_unix_sockets_and_over_tcp_with_the_switch_off() {
+    let exe = example_path("jacobi");
+    let exe = exe.to_str().expect("non-UTF-8 target path");
+    for (switch, kind, other) in [("1", "unix@", "tcp@"), ("0", "tcp@", "unix@")] {
+        let _serial = serial();
+        let out = svm_tests::run_svmrun_env(
+            &[
+                "-n",
+                "3",
+                "--transport",
+                "tcp",
+                exe,
+                "128",
+                "10",
+                "--verify",
+            ],
+            &[("SVM_VERBOSE", "1"), ("SVM_UNIX_SOCKETS", switch)],
+            Duration::from_secs(120),
+        );
+        out.assert_success();
+        assert!(
+            only_line(&out, &["checksum="]).ends_with("OK"),
+            "SVM_UNIX_SOCKETS={switch}: jacobi did not verify\n{out}"
+        );
+        let lines: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("transports per peer:"))
+            .collect();
+        assert_eq!(lines.len(), 3, "one transport line per node\n{out}");
+        for l in lines {
+            assert_eq!(
+                l.matches(kind).count(),
+                2,
+                "SVM_UNIX_SOCKETS={switch}: both peers over {kind}\n{out}"
+            );
+            assert!(!l.contains(other), "SVM_UNIX_SOCKETS={switch}\n{out}");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // laplace: red-black Gauss-Seidel in place on the shared grid
 

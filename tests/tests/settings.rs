@@ -230,6 +230,11 @@ fn spin_wake_not_a_switch() {
 /// node runs every thread there, its engine included; `--bind none` leaves the threads on
 /// every CPU svmrun may use.
 #[test]
+fn unix_sockets_not_a_switch() {
+    bad_setting("SVM_UNIX_SOCKETS", "yes");
+}
+
+#[test]
 fn nodes_run_on_the_cpus_svmrun_gives_them() {
     const NODES: usize = 2;
     let allowed = placement::allowed_cpus().expect("allowed CPUs");

@@ -9,12 +9,15 @@
 //! is in [`setup`].
 
 mod addr;
+mod local;
 mod setup;
+pub use local::establish_local;
 pub use setup::{establish, report_failure, HANDSHAKE_DEADLINE};
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -27,7 +30,8 @@ use subtle::ConstantTimeEq;
 use crate::transport::{CommError, Link, RecvBuf};
 use crate::wire::{self, Msg, NodeId, KEY_LEN};
 
-/// A TCP connection to one peer.
+/// A stream connection to one peer: TCP, or a Unix-domain socket to a peer on this host
+/// ([`establish_local`]; the same frames, without the TCP stack's work per segment).
 ///
 /// With [`TcpLink::queue_sends`] (the DSM engine's links) sending never blocks: what the
 /// socket does not take at once waits in the link's backlog (in order, behind nothing else),
@@ -39,7 +43,9 @@ use crate::wire::{self, Msg, NodeId, KEY_LEN};
 pub struct TcpLink {
     me: NodeId,
     peer: NodeId,
-    stream: TcpStream,
+    stream: OwnedFd,
+    /// `tcp` or `unix` ([`Link::kind`]).
+    kind: &'static str,
     backlog: Mutex<Backlog>,
     /// Bytes in the backlog (read without its lock by [`Link::backlog`]).
     queued: AtomicUsize,
@@ -73,7 +79,7 @@ impl Backlog {
     }
 
     /// Writes as much as the socket takes without blocking; `Ok(true)` when empty.
-    fn write_out(&mut self, stream: &TcpStream) -> std::io::Result<bool> {
+    fn write_out(&mut self, stream: &impl AsRawFd) -> std::io::Result<bool> {
         while self.start < self.buf.len() {
             let n = send_now(stream, &[&self.buf[self.start..]])?;
             if n == 0 {
@@ -95,17 +101,29 @@ impl TcpLink {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(None)?;
         stream.set_write_timeout(None)?;
+        Ok(Self::of_socket(me, peer, stream.into(), "tcp"))
+    }
+
+    /// A link over a connected Unix-domain stream socket (a peer on this host).
+    pub fn from_unix(me: NodeId, peer: NodeId, stream: UnixStream) -> std::io::Result<TcpLink> {
+        stream.set_read_timeout(None)?;
+        stream.set_write_timeout(None)?;
+        Ok(Self::of_socket(me, peer, stream.into(), "unix"))
+    }
+
+    fn of_socket(me: NodeId, peer: NodeId, stream: OwnedFd, kind: &'static str) -> TcpLink {
         // Large buffers keep a sender from blocking while the peer is busy sending to us.
         let _ = setsockopt(&stream, sockopt::SndBuf, &(4 << 20));
         let _ = setsockopt(&stream, sockopt::RcvBuf, &(4 << 20));
-        Ok(TcpLink {
+        TcpLink {
             me,
             peer,
             stream,
+            kind,
             backlog: Mutex::new(Backlog::default()),
             queued: AtomicUsize::new(0),
             queue_sends: false,
-        })
+        }
     }
 
     /// From now on, sends never wait for the peer: what the socket does not take is queued for
@@ -130,7 +148,7 @@ impl TcpLink {
 
 /// Writes what the socket takes now of the parts (`MSG_DONTWAIT | MSG_NOSIGNAL`, looping over
 /// short writes); returns the bytes written, fewer than the total when the socket is full.
-fn send_now(stream: &TcpStream, parts: &[&[u8]]) -> std::io::Result<usize> {
+fn send_now(stream: &impl AsRawFd, parts: &[&[u8]]) -> std::io::Result<usize> {
     let mut slices: Vec<IoSlice> = parts
         .iter()
         .filter(|p| !p.is_empty())
@@ -158,7 +176,7 @@ fn send_now(stream: &TcpStream, parts: &[&[u8]]) -> std::io::Result<usize> {
 const FINISH_FLUSH_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Sleeps until the socket takes more bytes or `deadline` passes.
-fn wait_writable(stream: &TcpStream, deadline: Instant) {
+fn wait_writable(stream: &impl AsFd, deadline: Instant) {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let left = deadline.saturating_duration_since(Instant::now());
     let ms = PollTimeout::try_from(left.as_millis().min(1000) as i32).unwrap_or(PollTimeout::ZERO);
@@ -169,7 +187,7 @@ fn wait_writable(stream: &TcpStream, deadline: Instant) {
 /// Sends all parts, looping over short writes, with `MSG_NOSIGNAL`: a peer that has gone
 /// gives `EPIPE`, never a SIGPIPE (C programs that load svm keep SIGPIPE's default action,
 /// which would kill the node; `writev` has no such flag).
-fn send_all_parts(stream: &TcpStream, parts: &[&[u8]]) -> std::io::Result<()> {
+fn send_all_parts(stream: &impl AsRawFd, parts: &[&[u8]]) -> std::io::Result<()> {
     let mut slices: Vec<IoSlice> = parts
         .iter()
         .filter(|p| !p.is_empty())
@@ -258,7 +276,7 @@ impl Link for TcpLink {
     }
 
     fn kind(&self) -> &'static str {
-        "tcp"
+        self.kind
     }
 
     fn close(&self) {
@@ -306,7 +324,7 @@ impl Mesh {
 }
 
 /// Reads one whole frame from a blocking stream (handshake only), with the stream's timeout.
-fn read_frame(stream: &mut TcpStream) -> Result<(Msg, Vec<u8>), String> {
+fn read_frame(stream: &mut impl Read) -> Result<(Msg, Vec<u8>), String> {
     let mut hdr = [0u8; wire::HEADER_LEN];
     stream
         .read_exact(&mut hdr)
@@ -341,7 +359,7 @@ pub(crate) fn io_why(e: &std::io::Error) -> String {
 
 /// Sends one set-up frame (with `MSG_NOSIGNAL`, like every send: a peer that has gone must not
 /// kill this node with SIGPIPE).
-fn write_msg(stream: &mut TcpStream, me: NodeId, msg: &Msg) -> std::io::Result<()> {
+fn write_msg(stream: &mut impl AsRawFd, me: NodeId, msg: &Msg) -> std::io::Result<()> {
     let frame = wire::encode(msg, me, 0, &[]).map_err(|e| std::io::Error::other(e.to_string()))?;
     send_all_parts(stream, &[&frame])
 }
