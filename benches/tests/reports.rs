@@ -106,6 +106,21 @@ fn apps_tiny_writes_verified_report() {
     for v in ["dsm sc-sw", "dsm sc-mw", "dsm scope", "deck"] {
         assert!(all.contains(v), "no {v} runs:\n{all}");
     }
+    // Jacobi against pthreads: every kind of link at 2 and 4 nodes, each with a time.
+    let jac = md
+        .split("## Jacobi against pthreads")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Jacobi section:\n{md}"));
+    for kind in ["tcp", "unix", "deck"] {
+        for nodes in [2, 4] {
+            let row = format!("| {kind} | {nodes} | ");
+            let line = jac
+                .lines()
+                .find(|l| l.starts_with(&row))
+                .unwrap_or_else(|| panic!("no row {row:?}:\n{jac}"));
+            assert!(!line.contains("| – |") && !line.contains("| - |"), "{line}");
+        }
+    }
     for f in [
         "apps_speedup_mandelbrot.svg",
         "apps_speedup_laplace.svg",
