@@ -169,7 +169,8 @@ pub enum FaultArg {
 /// `--transport` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TransportArg {
-    /// TCP between every pair of nodes
+    /// TCP between every pair of nodes (Unix-domain sockets between the nodes of one host
+    /// unless SVM_UNIX_SOCKETS=0)
     Tcp,
     /// DECK over shared memory (one host)
     Deck,

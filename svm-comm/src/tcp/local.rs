@@ -3,7 +3,8 @@
 //! On one host a TCP connection costs the TCP stack's work twice per frame (the sender's
 //! `sendmsg` also runs the receiver's TCP input on loopback): 3.8 µs to write and 3.7 µs to
 //! read a 4 KiB frame on the development machine, against 1.6–1.8 µs each over a Unix-domain
-//! stream socket. A remote page fault is two or three such frames.
+//! stream socket. A remote page fault is two or three such frames (`svmrun -n 2 pagefault`:
+//! 38.9 → 33.0 µs per fault, medians; docs/configuration.md, `SVM_UNIX_SOCKETS`).
 //!
 //! After the TCP mesh is up (it is the rendezvous, and the links to other hosts), every node
 //! that has a peer on this host with a higher rank listens on an abstract Unix socket named
@@ -92,7 +93,8 @@ fn connect(boot: &Bootstrap, peer: NodeId, deadline: Instant) -> Result<UnixStre
 }
 
 /// Links to every rank `j` with `local[j]` (other than this node) over Unix-domain sockets;
-/// `None` for the others. `local` must be the same on every node (`Mesh::same_host` is).
+/// `None` for the others. `local` is this node's view (`Mesh::same_host(me)`); the views of
+/// two nodes must agree about each other, as `same_host`'s do (it is symmetric).
 pub fn establish_local(
     boot: &Bootstrap,
     local: &[bool],
