@@ -154,6 +154,37 @@ fn check_trace(path: &Path, nodes: u64) {
         );
         assert!(named.contains(&track), "a fault on an unnamed track: {e}");
     }
+    // Every receive is matched with its send (by link and sequence number) and says how long
+    // the message took; otherData sums that up per kind.
+    let recvs: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("recv ")))
+        .collect();
+    assert!(!recvs.is_empty(), "no receive events");
+    for e in &recvs {
+        let d = e["args"]["delay_us"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("a receive without delay_us: {e}"));
+        // One host, one clock: a message arrives after it was sent (up to the error of
+        // reading two clocks at each node's start).
+        assert!(d > -10.0, "a message received before it was sent: {e}");
+    }
+    let summary = v["otherData"]["message_delay_us"]
+        .as_object()
+        .expect("otherData.message_delay_us");
+    let counted: u64 = summary
+        .values()
+        .map(|s| s["count"].as_u64().expect("count"))
+        .sum();
+    assert_eq!(counted, recvs.len() as u64, "{summary:?}");
+    for (kind, s) in summary {
+        let (p50, p90, max) = (
+            s["p50"].as_f64().expect("p50"),
+            s["p90"].as_f64().expect("p90"),
+            s["max"].as_f64().expect("max"),
+        );
+        assert!(p50 <= p90 && p90 <= max, "{kind}: {s}");
+    }
     for want in [
         "write…",
         "barrier…",

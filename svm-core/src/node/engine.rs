@@ -380,7 +380,13 @@ impl Node {
         m.received += 1;
         m.received_bytes += frame.len() as u64;
         if crate::profile::on() {
-            crate::profile::message(f.msg.stat_name(), from, frame.len() as u64, false);
+            crate::profile::message(
+                f.msg.stat_name(),
+                from,
+                frame.len() as u64,
+                false,
+                f.header.seq,
+            );
         }
         self.handle_msg(st, from, f.msg, f.data)
     }

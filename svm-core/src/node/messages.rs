@@ -33,7 +33,7 @@ impl Node {
         m.sent += 1;
         m.sent_bytes += bytes;
         if crate::profile::on() {
-            crate::profile::message(name, to, bytes, true);
+            crate::profile::message(name, to, bytes, true, seq);
         }
         if self.links.get(to as usize).is_none_or(|l| l.is_none()) {
             return Err(EngineError::NoLink(to));

@@ -123,9 +123,10 @@ pub fn diff_sent(page: PageId, bytes: usize) {
     with(|r| r.diff_sent(page, bytes));
 }
 
-/// A message was sent (`out`) to or received from `peer`.
-pub fn message(kind: &'static str, peer: NodeId, bytes: u64, out: bool) {
-    with(|r| r.message(kind, peer, bytes, out));
+/// A message was sent (`out`) to or received from `peer`; `seq` is its frame's sequence
+/// number on that link (what matches a receive with its send in the trace).
+pub fn message(kind: &'static str, peer: NodeId, bytes: u64, out: bool, seq: u32) {
+    with(|r| r.message(kind, peer, bytes, out, seq));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -256,13 +256,21 @@ impl Recorder {
         self.pages.entry(page).or_default().diff_sent += bytes as u64;
     }
 
-    pub(super) fn message(&mut self, kind: &'static str, peer: NodeId, bytes: u64, out: bool) {
+    pub(super) fn message(
+        &mut self,
+        kind: &'static str,
+        peer: NodeId,
+        bytes: u64,
+        out: bool,
+        seq: u32,
+    ) {
         if let Some(t) = &mut self.trace {
             t.push(Ev::Msg {
                 kind,
                 peer,
                 bytes,
                 out,
+                seq,
                 at: crate::sys::segv::now_ns(),
             });
         }

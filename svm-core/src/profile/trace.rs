@@ -55,6 +55,8 @@ pub enum Ev {
         peer: NodeId,
         bytes: u64,
         out: bool,
+        /// The frame's sequence number on its link (per sender and receiver).
+        seq: u32,
         at: u64,
     },
 }
@@ -155,6 +157,7 @@ impl TraceBuf {
                 peer,
                 bytes,
                 out,
+                seq,
                 at,
             } => {
                 let (name, dir) = if out {
@@ -165,7 +168,7 @@ impl TraceBuf {
                 json!({
                     "name": name, "cat": "message", "ph": "i", "s": "t",
                     "pid": pid, "tid": tid, "ts": self.us(at),
-                    "args": {dir: peer, "bytes": bytes},
+                    "args": {dir: peer, "bytes": bytes, "seq": seq},
                 })
             }
         }
@@ -236,23 +239,75 @@ pub fn write_part(
     })
 }
 
+/// The lines of a trace part after its header line.
+fn part_lines(
+    path: &Path,
+) -> Result<(Header, std::io::Lines<std::io::BufReader<std::fs::File>>), String> {
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut lines = std::io::BufReader::new(f).lines();
+    let head: Header = lines
+        .next()
+        .and_then(|l| l.ok())
+        .and_then(|l| serde_json::from_str(&l).ok())
+        .ok_or_else(|| format!("{} has no header line", path.display()))?;
+    Ok((head, lines))
+}
+
+/// A message event's link and sequence number: (sender, receiver, seq).
+fn message_key(v: &Value) -> Option<(u64, u64, u64)> {
+    let pid = v["pid"].as_u64()?;
+    let seq = v["args"]["seq"].as_u64()?;
+    match v["name"].as_str()? {
+        n if n.starts_with("send ") => Some((pid, v["args"]["to"].as_u64()?, seq)),
+        n if n.starts_with("recv ") => Some((v["args"]["from"].as_u64()?, pid, seq)),
+        _ => None,
+    }
+}
+
+/// Count, median, 90th percentile and maximum of `v` (µs), for `otherData`.
+fn delay_summary(mut v: Vec<f64>) -> Value {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    let r = |x: f64| (x * 10.0).round() / 10.0;
+    json!({"count": v.len(), "p50": r(at(0.5)), "p90": r(at(0.9)), "max": r(at(1.0))})
+}
+
 /// Rank 0: waits for every node's part and merges them into `file`; removes the parts.
+///
+/// Every receive event gets `delay_us`: the time from its send's event (the frame queued at
+/// the sender, matched by link and sequence number) to its own (the frame read and decoded at
+/// the receiver), on the merged clock; `otherData.message_delay_us` sums them up per kind of
+/// message. That is how long a message waited on its way: for the sender's step to end and
+/// write it out, for the receiver's engine to be woken and to read it.
 pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), String> {
     let missing = super::wait_parts(file, nodes, wait);
     let mut parts = Vec::new();
     for r in (0..nodes).filter(|r| !missing.contains(r)) {
         let path = super::part_path(file, r);
-        let f = std::fs::File::open(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let mut lines = std::io::BufReader::new(f).lines();
-        let head: Header = lines
-            .next()
-            .and_then(|l| l.ok())
-            .and_then(|l| serde_json::from_str(&l).ok())
-            .ok_or_else(|| format!("{} has no header line", path.display()))?;
-        parts.push((path, head, lines));
+        let (head, _) = part_lines(&path)?;
+        parts.push((path, head));
     }
     let origin = parts.iter().map(|p| p.1.real0_ns).min().unwrap_or(0);
+    let shift_of = |head: &Header| (head.real0_ns - origin) as f64 / 1e3;
+    // Pass 1: when each frame was sent, on the merged clock.
+    let mut sent: std::collections::HashMap<(u64, u64, u64), f64> =
+        std::collections::HashMap::new();
+    for (path, head) in &parts {
+        let (_, lines) = part_lines(path)?;
+        for l in lines {
+            let l = l.map_err(|e| format!("reading {}: {e}", path.display()))?;
+            if !l.contains("\"send ") {
+                continue;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&l) else {
+                continue;
+            };
+            if let (Some(key), Some(ts)) = (message_key(&v), v["ts"].as_f64()) {
+                sent.insert(key, ts + shift_of(head));
+            }
+        }
+    }
     let out = std::fs::File::create(file)
         .map_err(|e| format!("cannot create {}: {e}", file.display()))?;
     let mut w = std::io::BufWriter::new(out);
@@ -260,11 +315,13 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
     w.write_all(b"{\"traceEvents\":[\n").map_err(io)?;
     let mut first = true;
     let mut dropped = BTreeMap::new();
-    for (path, head, lines) in parts {
-        let shift = (head.real0_ns - origin) as f64 / 1e3;
+    let mut delays: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (path, head) in parts {
+        let shift = shift_of(&head);
         if head.dropped > 0 {
             dropped.insert(head.rank, head.dropped);
         }
+        let (_, lines) = part_lines(&path)?;
         for l in lines {
             let l = l.map_err(|e| format!("reading {}: {e}", path.display()))?;
             let mut v: Value = serde_json::from_str(&l)
@@ -272,6 +329,16 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
             if v["ph"] != "M" {
                 if let Some(ts) = v["ts"].as_f64() {
                     v["ts"] = json!(ts + shift);
+                }
+            }
+            if let Some(kind) = v["name"].as_str().and_then(|n| n.strip_prefix("recv ")) {
+                let kind = kind.to_string();
+                let send = message_key(&v).and_then(|k| sent.get(&k));
+                if let (Some(t0), Some(t1)) = (send, v["ts"].as_f64()) {
+                    // Across hosts the clocks differ by NTP's error: kept as it is.
+                    let d = t1 - t0;
+                    v["args"]["delay_us"] = json!((d * 1000.0).round() / 1000.0);
+                    delays.entry(kind).or_default().push(d);
                 }
             }
             if !first {
@@ -282,9 +349,14 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
         }
         let _ = std::fs::remove_file(&path);
     }
+    let delays: BTreeMap<String, Value> = delays
+        .into_iter()
+        .map(|(k, v)| (k, delay_summary(v)))
+        .collect();
     let other = json!({
         "clock": "CLOCK_REALTIME at each node's start; ts in µs from the first node's start",
         "nodes": nodes, "missing_nodes": missing, "dropped_events": dropped,
+        "message_delay_us": delays,
     });
     write!(
         w,
