@@ -15,7 +15,7 @@ use svm_tests::{example_path, free_port, run_svmrun, run_svmrun_env, serial, wor
 /// svmrun gets one more).
 const LOSS_NOTICED_WITHIN: Duration = Duration::from_secs(3);
 
-fn node_killed(fault: &str, transport: &str) {
+fn node_killed(fault: &str, transport: &str, envs: &[(&str, &str)]) {
     let _serial = serial();
     let sleeper = example_path("sleeper");
     let mut job = Job::start(
@@ -29,7 +29,7 @@ fn node_killed(fault: &str, transport: &str) {
             sleeper.to_str().unwrap(),
             "60",
         ],
-        &[],
+        envs,
     );
     let Some(line) = job.wait_for_line(Duration::from_secs(30), |l| l.contains("rank=1 pid="))
     else {
@@ -70,19 +70,25 @@ fn node_killed(fault: &str, transport: &str) {
 
 #[test]
 fn killed_node_fails_the_job_quickly_uffd() {
-    node_killed("uffd", "tcp");
+    node_killed("uffd", "tcp", &[]);
+}
+
+/// The same over Unix-domain links between the two nodes (`SVM_UNIX_SOCKETS=1`).
+#[test]
+fn killed_node_fails_the_job_quickly_over_unix_sockets() {
+    node_killed("uffd", "tcp", &[("SVM_UNIX_SOCKETS", "1")]);
 }
 
 #[test]
 fn killed_node_fails_the_job_quickly_segv() {
-    node_killed("segv", "tcp");
+    node_killed("segv", "tcp", &[]);
 }
 
 /// Over DECK-SCI the survivor waits in the shared-memory barrier, where no message can tell
 /// it anything: its engine must still notice the dead peer and end the job as quickly.
 #[test]
 fn killed_node_fails_the_job_quickly_in_a_shared_memory_barrier() {
-    node_killed("uffd", "deck");
+    node_killed("uffd", "deck", &[]);
 }
 
 /// A node that dies while it holds a lock's token, with another node waiting for the token:
