@@ -260,7 +260,8 @@ pub fn jacobi_threads(level: Level, svmrun: &Path) -> Section {
             .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))))
     };
     // (link kind, nodes) → best time. `tcp` is TCP proper between the nodes of this host;
-    // `unix` is the tcp transport with Unix-domain sockets between them (`SVM_UNIX_SOCKETS=1`).
+    // `unix` is the tcp transport as by default, Unix-domain sockets between them
+    // (`SVM_UNIX_SOCKETS=1`).
     let mut dsm: Vec<(&str, usize, Option<f64>)> = Vec::new();
     for (kind, transport, unix_sockets) in [
         ("tcp", "tcp", "0"),
@@ -346,7 +347,7 @@ pub fn jacobi_threads(level: Level, svmrun: &Path) -> Section {
     sec.md.push_str(&format!(
         "## Jacobi against pthreads\n\n`svmrun -n N --transport T examples/jacobi {n} {iters}` (default protocol and \
          fault backend, best of {reps}; links `tcp`: `--transport tcp` with `SVM_UNIX_SOCKETS=0`, TCP between the nodes \
-         of this host; `unix`: `--transport tcp` with `SVM_UNIX_SOCKETS=1`, Unix-domain sockets between them; `deck`: `--transport \
+         of this host; `unix`: `--transport tcp` as by default (`SVM_UNIX_SOCKETS=1`), Unix-domain sockets between them; `deck`: `--transport \
          deck`) against `examples/jacobi {n} {iters} --threads P`: P threads of one process in \
          private memory, each with its row block and halo rows, meeting at a barrier every iteration (run first and \
          last; the ratios use the best). Every checksum equals the threads' checksum.\n\n"

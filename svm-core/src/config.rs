@@ -35,8 +35,8 @@ pub struct Config {
     /// `SVM_VERBOSE`: progress messages on stderr.
     pub verbose: bool,
     /// `SVM_UNIX_SOCKETS`: with the `tcp` transport, links to the nodes on this host are
-    /// Unix-domain stream sockets (`svm_comm::tcp::establish_local`); default off (TCP):
-    /// docs/configuration.md says why.
+    /// Unix-domain stream sockets (`svm_comm::tcp::establish_local`); default on, `0` = TCP
+    /// (docs/configuration.md weighs the two).
     pub unix_sockets: bool,
     /// `SVM_HOST_BARRIER`: barriers in shared memory when every node runs on this host over
     /// DECK-SCI (`docs/sync.md`); default on, `0` = always the message barrier.
@@ -372,7 +372,7 @@ impl Config {
         };
         let on_unless_0 = |var: &'static str| switch(var, true);
         let host_barrier = on_unless_0("SVM_HOST_BARRIER")?;
-        let unix_sockets = switch("SVM_UNIX_SOCKETS", false)?;
+        let unix_sockets = on_unless_0("SVM_UNIX_SOCKETS")?;
         let space_base = match get("SVM_SPACE_BASE") {
             None => 0x6000_0000_0000,
             Some(v) => parse_size("SVM_SPACE_BASE", &v)?,
@@ -524,7 +524,7 @@ mod tests {
         assert_eq!(cfg(&[("SVM_TRANSPORT", "auto")]).unwrap().transport, "auto");
         assert!(cfg(&[]).unwrap().host_barrier);
         assert!(!cfg(&[("SVM_HOST_BARRIER", "0")]).unwrap().host_barrier);
-        assert!(!cfg(&[]).unwrap().unix_sockets);
+        assert!(cfg(&[]).unwrap().unix_sockets);
         assert!(cfg(&[("SVM_UNIX_SOCKETS", "1")]).unwrap().unix_sockets);
         assert!(!cfg(&[("SVM_UNIX_SOCKETS", "0")]).unwrap().unix_sockets);
         assert!(cfg(&[("SVM_UNIX_SOCKETS", "yes")]).is_err());

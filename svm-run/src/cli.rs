@@ -170,7 +170,7 @@ pub enum FaultArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TransportArg {
     /// TCP between every pair of nodes (Unix-domain sockets between the nodes of one host
-    /// with SVM_UNIX_SOCKETS=1)
+    /// unless SVM_UNIX_SOCKETS=0)
     Tcp,
     /// DECK over shared memory (one host)
     Deck,

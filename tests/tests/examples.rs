@@ -146,7 +146,7 @@ cases!(jacobi {
 });
 
 /// With the `tcp` transport, nodes on one host link over Unix-domain sockets
-/// with `SVM_UNIX_SOCKETS=1` and over TCP with it off (the default); Jacobi verifies either
+/// with `SVM_UNIX_SOCKETS=1` (the default) and over TCP with it off; Jacobi verifies either
 /// way. Each node names the transport to every peer with `SVM_VERBOSE`.
 #[test]
 fn local_nodes_link_over_unix_sockets_and_over_tcp_with_the_switch_off() {

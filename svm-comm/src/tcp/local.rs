@@ -4,8 +4,8 @@
 //! `sendmsg` also runs the receiver's TCP input on loopback): 3.8 µs to write and 3.7 µs to
 //! read a 4 KiB frame on the development machine, against 1.6–1.8 µs each over a Unix-domain
 //! stream socket. A remote page fault is two or three such frames (`svmrun -n 2 pagefault`:
-//! 38.9 → 33.0 µs per fault, medians). Off by default (`SVM_UNIX_SOCKETS=1` turns it on):
-//! with faster links, pages two nodes both write change hands more often (docs/configuration.md).
+//! 38.9 → 33.0 µs per fault, medians; SPLASH-2 at 4 nodes on 2 CPUs ~0.8× the time). On by
+//! default (`SVM_UNIX_SOCKETS=0` keeps TCP); docs/configuration.md weighs it.
 //!
 //! After the TCP mesh is up (it is the rendezvous, and the links to other hosts), every node
 //! that has a peer on this host with a higher rank listens on an abstract Unix socket named
