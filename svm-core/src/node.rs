@@ -39,6 +39,20 @@ use crate::sys::segv::now_ns;
 use crate::sys::{futex, EventFd, Poller};
 use crate::{Access, NodeId, PageId};
 
+/// The [`CtxState`] of an `EngineState` (a macro, not a method: it borrows the fields one by
+/// one, so the state's protocols stay free to be borrowed mutably beside it).
+macro_rules! ctx_state {
+    ($st:expr) => {
+        $crate::node::CtxState {
+            now: $st.now,
+            installs: &$st.installs,
+            lock_pages: &$st.lock_pages,
+            pages: &$st.pages,
+            shadows: &$st.shadows,
+        }
+    };
+}
+
 mod driven;
 pub(crate) mod engine;
 mod failure;
@@ -302,6 +316,25 @@ struct Ctx<'a> {
     now: u64,
     installs: &'a installs::Installs,
     lock_pages: &'a lock_pages::LockPages,
+    /// Where page contents are read for `Context::page_digest`.
+    contents: PageContents<'a>,
+}
+
+/// The parts of an `EngineState` a protocol step's context reads (`ctx_state!`).
+struct CtxState<'a> {
+    now: u64,
+    installs: &'a installs::Installs,
+    lock_pages: &'a lock_pages::LockPages,
+    pages: &'a PageTable,
+    shadows: &'a FxHashMap<PageId, Vec<u8>>,
+}
+
+/// What reading a page's local contents takes (`Node::read_local`, without the whole state:
+/// the protocols are borrowed from it while a `Ctx` exists).
+struct PageContents<'a> {
+    backend: &'a dyn FaultBackend,
+    pages: &'a PageTable,
+    shadows: &'a FxHashMap<PageId, Vec<u8>>,
 }
 
 impl Context for Ctx<'_> {
@@ -325,6 +358,22 @@ impl Context for Ctx<'_> {
     }
     fn kept_for_lock(&self, page: PageId) -> bool {
         self.lock_pages.kept(page, self.now)
+    }
+    /// Pages present here or held by the engine only; a page read fails to a `None` (the
+    /// protocol then treats the page as it would without digests).
+    fn page_digest(&self, page: PageId) -> Option<u64> {
+        let c = &self.contents;
+        if let Some(sh) = c.shadows.get(&page) {
+            return Some(crate::protocol::page_digest(sh));
+        }
+        if !c.pages.get(page).is_some_and(|e| e.present) {
+            return None;
+        }
+        let mut buf = vec![0u8; self.space.page_size()];
+        c.backend
+            .read(self.space.page_addr(page), &mut buf, true, None)
+            .ok()?;
+        Some(crate::protocol::page_digest(&buf))
     }
 }
 
@@ -622,19 +671,20 @@ impl Node {
     }
 
     /// What the protocols may ask, at the step's time `now`.
-    fn ctx<'a>(
-        &'a self,
-        now: u64,
-        installs: &'a installs::Installs,
-        lock_pages: &'a lock_pages::LockPages,
-    ) -> Ctx<'a> {
+    /// The context of a protocol step: the parts of `st` other than the protocols.
+    fn ctx<'a>(&'a self, st: CtxState<'a>) -> Ctx<'a> {
         Ctx {
             me: self.me,
             nodes: self.nodes,
             space: &self.space,
-            now,
-            installs,
-            lock_pages,
+            now: st.now,
+            installs: st.installs,
+            lock_pages: st.lock_pages,
+            contents: PageContents {
+                backend: &*self.backend,
+                pages: st.pages,
+                shadows: st.shadows,
+            },
         }
     }
 

@@ -116,6 +116,28 @@ pub trait Context {
     fn kept_for_lock(&self, _page: PageId) -> bool {
         false
     }
+    /// A digest of this node's contents of `page`, where it holds them: two equal digests of
+    /// the page mean it was (up to a 64-bit hash collision) not changed in between, which
+    /// tells a protocol whether a page it left writable without write tracking was written
+    /// ([`page_digest`] of the contents). Default: none (a context without page contents),
+    /// and a protocol then keeps tracking writes by faults.
+    fn page_digest(&self, _page: PageId) -> Option<u64> {
+        None
+    }
+}
+
+/// The digest [`Context::page_digest`] gives of a page's contents: FxHash over its 8-byte
+/// words (a page is read at memory speed: ~0.3 µs for 4 KiB).
+pub fn page_digest(bytes: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        h.write_u64(u64::from_ne_bytes(w.try_into().unwrap_or_default()));
+    }
+    h.write(words.remainder());
+    h.write_usize(bytes.len());
+    h.finish()
 }
 
 /// A simple [`Context`] for tests and the simulator: the home of page `p` is `homes(p)`.
@@ -163,8 +185,9 @@ pub struct ProtocolStats {
     /// Pages this node requested unasked behind a sequential scan (read-ahead of its own
     /// fetches, home-based protocols).
     pub pages_read_ahead: u64,
-    /// Home pages made writable unasked behind a sequential run of write faults (home-based
-    /// write-ahead).
+    /// Home pages made writable unasked: behind a sequential run of write faults (home-based
+    /// write-ahead), or at a barrier departure once every copy the home pushed was dropped
+    /// (sc-sw).
     pub pages_written_ahead: u64,
     /// Write faults served without a message because the page was held exclusively after
     /// a read (sc-sw's migratory pages).

@@ -130,7 +130,8 @@ pub struct Counters {
     pub notice_invalidations: u64,
     /// Pages requested unasked behind a sequential scan (home-based read-ahead).
     pub pages_read_ahead: u64,
-    /// Home pages made writable unasked behind sequential write faults (write-ahead).
+    /// Home pages made writable unasked: behind sequential write faults (home-based
+    /// write-ahead), or once every pushed copy was dropped (sc-sw).
     pub pages_written_ahead: u64,
     /// Write faults served without a message: the page came exclusive after a read (sc-sw's
     /// migratory pages).
@@ -206,8 +207,9 @@ pub struct Stats {
     /// Pages this node requested unasked behind a sequential scan (home-based protocols'
     /// read-ahead; sc-sw's read-ahead is the home's and shows in `pages_fetched` only).
     pub pages_read_ahead: u64,
-    /// Home pages this node made writable unasked behind sequential write faults (home-based
-    /// protocols' write-ahead).
+    /// Home pages this node made writable unasked: behind sequential write faults (home-based
+    /// protocols' write-ahead), or at a barrier departure once every copy it pushed was
+    /// dropped (sc-sw).
     pub pages_written_ahead: u64,
     /// Write faults this node served without a message because the page came exclusive
     /// after its read (sc-sw's migratory pages).

@@ -17,7 +17,7 @@
 //! in place, through a local FIFO, instead of travelling through the engine: a fault on a page
 //! whose home and owner is this node is resolved inside `on_fault` without any message.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use svm_core::protocol::{
     Access, Action, Context, FaultAround, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
@@ -193,6 +193,11 @@ struct ManagerPage {
     /// Read after a write in one epoch once: never pushed (a push would only be invalidated
     /// by the next write of the same phase).
     no_push: bool,
+    /// This node's barrier arrivals at which it pushed the page after writing it, the last
+    /// two (a push of a page taken back whose contents did not change is not counted): two
+    /// arrivals apart, the home writes the page every other phase, right after its copies
+    /// were dropped (`ScSingleWriter::regain_dropped`).
+    pushed_at: [Option<u64>; 2],
     /// How sure the manager is that the page migrates: raised each time a node that read it
     /// writes it while holding the only copy besides the owner's (the last writer), reset when
     /// another pattern shows. From [`MIGRATORY_CONFIDENCE`] on, read requests move ownership
@@ -253,6 +258,12 @@ pub struct ScSingleWriter {
     to_push: BTreeSet<PageId>,
     /// Node side: barrier arrivals of this node so far.
     arrivals: u64,
+    /// Pushed pages homed here whose copies were all dropped since: write access is taken at
+    /// this node's next barrier departure (`ScSingleWriter::regain_dropped`).
+    regain_at_depart: BTreeSet<PageId>,
+    /// Pages homed here taken back writable at the last departure, with their digest then
+    /// (`ScSingleWriter::regain_dropped`).
+    regained: BTreeMap<PageId, u64>,
     /// Pushed copies received since this node's last barrier departure that this node
     /// expects to drop (`NodePage::drop_after_use`): their phase of use is the next one.
     drop_after_next: BTreeSet<PageId>,
@@ -337,6 +348,7 @@ impl ScSingleWriter {
             push: Default::default(),
             written_epoch: None,
             no_push: false,
+            pushed_at: [None; 2],
             migratory: 0,
         })
     }
@@ -824,13 +836,14 @@ impl Protocol for ScSingleWriter {
 
     fn on_barrier_depart(
         &mut self,
-        _ctx: &dyn Context,
+        ctx: &dyn Context,
         token: u64,
         _notices: &[PageId],
         out: &mut Vec<Action>,
     ) {
         let next = std::mem::take(&mut self.drop_after_next);
         self.drop_at_arrival.extend(next);
+        self.regain_dropped(ctx, out);
         out.push(Action::AcquireDone { token });
     }
 
@@ -901,6 +914,8 @@ impl Protocol for ScSingleWriter {
         self.to_push.retain(|p| !pages.contains(p));
         self.drop_after_next.retain(|p| !pages.contains(p));
         self.drop_at_arrival.retain(|p| !pages.contains(p));
+        self.regain_at_depart.retain(|p| !pages.contains(p));
+        self.regained.retain(|p, _| !pages.contains(p));
         self.holds
             .deferred
             .retain(|(_, m)| !pages.contains(&m.page()));

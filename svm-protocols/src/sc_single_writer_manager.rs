@@ -16,6 +16,9 @@ impl ScSingleWriter {
         kind: Access,
         out: &mut Vec<Action>,
     ) {
+        if from != ctx.me() {
+            self.regained_seen(ctx, page);
+        }
         let m = self.managed_page(ctx, page);
         m.queue.push_back((from, kind));
         if m.owner == ctx.me() && from != ctx.me() {

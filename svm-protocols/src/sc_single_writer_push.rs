@@ -53,10 +53,14 @@ impl ScSingleWriter {
     /// This node got write access to `page`: if it is the page's home and the page has
     /// consumers, push it at the next barrier arrival.
     pub(super) fn note_written(&mut self, ctx: &dyn Context, page: PageId) {
+        self.note_written_in(ctx, page, self.epoch);
+    }
+
+    /// [`ScSingleWriter::note_written`] for a write made in release epoch `epoch`.
+    fn note_written_in(&mut self, ctx: &dyn Context, page: PageId, epoch: u64) {
         if !self.push || ctx.home(page) != ctx.me() {
             return;
         }
-        let epoch = self.epoch;
         let Some(m) = self.managed.get_mut(&page) else {
             return;
         };
@@ -70,6 +74,16 @@ impl ScSingleWriter {
     /// consumers (see the module docs).
     pub(super) fn push_written(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
         let me = ctx.me();
+        // Pages taken back writable at the last departure (`regain_dropped`): counted written
+        // in the phase that just ended (the epoch before the arrival's); the push of one that
+        // did not change does not count for the rhythm that takes it back.
+        let mut unchanged = Vec::new();
+        for (page, digest) in std::mem::take(&mut self.regained) {
+            if !self.regained_changed(ctx, page, digest) {
+                unchanged.push(page);
+            }
+            self.note_written_in(ctx, page, self.epoch.saturating_sub(1));
+        }
         for page in std::mem::take(&mut self.to_push) {
             let Some(m) = self.managed.get_mut(&page) else {
                 continue;
@@ -94,6 +108,9 @@ impl ScSingleWriter {
                 continue;
             }
             m.push.take();
+            if !unchanged.contains(&page) {
+                m.pushed_at = [m.pushed_at[1], Some(self.arrivals)];
+            }
             if m.push.left() == 0 {
                 m.consumers.clear();
             }
@@ -180,6 +197,95 @@ impl ScSingleWriter {
         if m.owner != from {
             m.copyset.remove(from);
         }
+        if self.regain_candidate(ctx, page) {
+            self.regain_at_depart.insert(page);
+        }
         self.send(ctx, from, ProtoMsg::DropAck { page }, None, out);
+    }
+
+    /// Whether this node could take write access to `page` without a fault: it is the
+    /// page's home and owner, holds it read-only only because it pushed copies that are all
+    /// dropped now (no other copy, nothing under way or queued), and still pushes it.
+    fn regain_candidate(&self, ctx: &dyn Context, page: PageId) -> bool {
+        let me = ctx.me();
+        if !self.push || ctx.home(page) != me {
+            return false;
+        }
+        let Some(m) = self.managed.get(&page) else {
+            return false;
+        };
+        let idle_pushed = m.owner == me
+            && m.copyset.is_empty()
+            && m.busy.is_none()
+            && m.queue.is_empty()
+            && !m.no_push
+            && !m.written_remotely
+            && !m.consumers.is_empty();
+        idle_pushed
+            && self.pages.get(&page).is_some_and(|np| {
+                np.access == Access::Read
+                    && np.is_owner
+                    && !np.exclusive
+                    && !np.paired
+                    && np.outstanding.is_none()
+            })
+    }
+
+    /// At this node's barrier departure: takes write access to the pushed pages whose copies
+    /// were all dropped since (`mgr_dropped`) and that the home writes every other phase — a
+    /// stencil's boundary row of the grid written in the phase beginning now — as the write
+    /// fault it expects would: the write costs no fault, nor the engine's wake-up for it (on
+    /// a CPU shared with another node's computation that wake-up waited 100–150 µs: Jacobi at
+    /// 4 nodes on 2 CPUs). Which pages: the last two pushes (each after a write) were two
+    /// arrivals apart, the last at the arrival before this departure. Such a page counts as
+    /// written in the phase and is pushed at the next arrival; if its contents did not change
+    /// (`Context::page_digest`: not written, or written with the values it had, as Jacobi's
+    /// rows that the heat has not reached yet) that push does not count, so the next drops
+    /// leave the page to a write fault until two pushes after writes show the rhythm again:
+    /// a page the home stopped writing costs one needless push. A drop that arrives after the
+    /// departure leaves its page to the next departure (a write fault meanwhile takes it as
+    /// before); without digests (a context without page contents) nothing is taken back.
+    pub(super) fn regain_dropped(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+        let now = self.arrivals;
+        for page in std::mem::take(&mut self.regain_at_depart) {
+            if !self.regain_candidate(ctx, page) {
+                continue;
+            }
+            let every_other_phase = self.managed.get(&page).is_some_and(|m| {
+                m.pushed_at == [now.checked_sub(3), now.checked_sub(1)] && now >= 3
+            });
+            if !every_other_phase {
+                continue;
+            }
+            // Read-only here until the action below runs: the digest is of the contents pushed.
+            let Some(digest) = ctx.page_digest(page) else {
+                continue;
+            };
+            self.set_access(ctx, page, Access::Write, out);
+            self.regained.insert(page, digest);
+            self.stats.pages_written_ahead += 1;
+        }
+    }
+
+    /// Whether the page taken back writable with contents of `digest` changed since (a page
+    /// that lost write access or ownership meanwhile counts as unchanged).
+    fn regained_changed(&self, ctx: &dyn Context, page: PageId, digest: u64) -> bool {
+        let writable = self
+            .pages
+            .get(&page)
+            .is_some_and(|np| np.access == Access::Write && np.is_owner);
+        writable && ctx.page_digest(page) != Some(digest)
+    }
+
+    /// Manager: another node asks for `page`, which this node took back writable: a change
+    /// so far counts as a write in this epoch (a read request then learns the page is read
+    /// while written, `note_consumer`), and write tracking is back to faults.
+    pub(super) fn regained_seen(&mut self, ctx: &dyn Context, page: PageId) {
+        let Some(digest) = self.regained.remove(&page) else {
+            return;
+        };
+        if self.regained_changed(ctx, page, digest) {
+            self.note_written(ctx, page);
+        }
     }
 }

@@ -6,13 +6,36 @@ use svm_core::protocol::StaticContext;
 
 const P: PageId = 3;
 
-/// Node 0 of 3, home of every page.
-fn home_ctx() -> StaticContext<impl Fn(PageId) -> NodeId> {
-    StaticContext {
-        me: 0,
-        nodes: 3,
-        homes: |_| 0,
+thread_local! {
+    /// The digest of the home's contents of P (`Context::page_digest`); none by default.
+    static CONTENTS: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Node 0 of 3, home of every page; its contents of P have the digest in `CONTENTS`.
+struct HomeCtx;
+
+impl Context for HomeCtx {
+    fn me(&self) -> NodeId {
+        0
     }
+    fn nodes(&self) -> NodeId {
+        3
+    }
+    fn home(&self, _page: PageId) -> NodeId {
+        0
+    }
+    fn page_digest(&self, page: PageId) -> Option<u64> {
+        CONTENTS.with(|c| c.get()).filter(|_| page == P)
+    }
+}
+
+fn home_ctx() -> HomeCtx {
+    HomeCtx
+}
+
+/// The home's contents of P change (a write where P is writable, or a grant installed).
+fn contents_change() {
+    CONTENTS.with(|c| c.set(Some(c.get().unwrap_or(0) + 1)));
 }
 
 fn on_msg(h: &mut ScSingleWriter, from: NodeId, m: ProtoMsg) -> Vec<Action> {
@@ -406,4 +429,247 @@ fn a_consumer_that_learned_to_drop_drops_the_copies_it_fetches_itself_too() {
         !drops(&arrive(&mut n)),
         "a fetched copy is not dropped before learning"
     );
+}
+
+fn depart(h: &mut ScSingleWriter, token: u64) -> Vec<Action> {
+    let mut out = Vec::new();
+    h.on_barrier_depart(&home_ctx(), token, &[], &mut out);
+    out
+}
+
+const WRITABLE: Action = Action::SetAccess {
+    page: P,
+    access: Access::Write,
+};
+
+/// The home wrote P, node 1 read it, and the home wrote it again and pushed it at its
+/// arrival: P is read-only at the home, node 1 holds the pushed copy.
+fn pushed_once(h: &mut ScSingleWriter) {
+    contents_change();
+    on_fault(h, P, Access::Write);
+    arrive(h, 1);
+    depart(h, 1);
+    on_msg(h, 1, ProtoMsg::ReadReq { page: P });
+    // A steady consumer: its pushes last (`a_consumer_that_asks_again_after_…` tests their
+    // budget).
+    let m = h.managed.get_mut(&P).unwrap();
+    m.push = Default::default();
+    m.push.earn(PUSH_BUDGET_MAX, PUSH_BUDGET_MAX);
+    home_writes(h);
+    contents_change();
+    assert!(pushed_to(&arrive(h, 2), 1));
+    depart(h, 2);
+}
+
+/// After `pushed_once`: node 1 drops its copy, the home departs (without taking P back: no
+/// two pushes two arrivals apart yet), write-faults on P in the phase after (no
+/// invalidation: the copy is gone) and pushes it at its arrival: two pushes after writes,
+/// two arrivals apart.
+fn written_after_a_drop(h: &mut ScSingleWriter) {
+    on_msg(h, 1, ProtoMsg::Dropped { page: P });
+    arrive(h, 3);
+    assert!(!depart(h, 3).contains(&WRITABLE), "no rhythm yet");
+    assert_eq!(on_fault(h, P, Access::Write), vec![WRITABLE]);
+    contents_change();
+    assert!(pushed_to(&arrive(h, 4), 1));
+    depart(h, 4);
+}
+
+/// A home that took P back writable at its departure 5 (after `written_after_a_drop`, node
+/// 1 dropped P again).
+fn taken_back() -> ScSingleWriter {
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    pushed_once(&mut h);
+    written_after_a_drop(&mut h);
+    on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    arrive(&mut h, 5);
+    assert!(depart(&mut h, 5).contains(&WRITABLE));
+    h
+}
+
+#[test]
+fn a_home_takes_write_access_back_at_its_departure_once_every_pushed_copy_is_dropped() {
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    pushed_once(&mut h);
+    written_after_a_drop(&mut h);
+    // The consumer drops its copy at its next arrival; the home is still computing.
+    let out = on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    assert!(
+        !out.contains(&WRITABLE),
+        "not before the departure: {out:?}"
+    );
+    arrive(&mut h, 5);
+    let out = depart(&mut h, 5);
+    let writable = out.iter().position(|a| *a == WRITABLE).expect("{out:?}");
+    assert!(
+        writable < out.len() - 1 && matches!(out.last(), Some(Action::AcquireDone { .. })),
+        "{out:?}"
+    );
+    assert_eq!(h.stats().pages_written_ahead, 1);
+    // The phase's write costs no fault, and the page is pushed at the next arrival.
+    assert_eq!(on_fault(&mut h, P, Access::Write), Vec::<Action>::new());
+    contents_change();
+    let out = arrive(&mut h, 6);
+    assert!(pushed_to(&out, 1), "{out:?}");
+    assert!(out.contains(&Action::SetAccess {
+        page: P,
+        access: Access::Read
+    }));
+    // It changed: dropped after the next phase, taken back again.
+    depart(&mut h, 6);
+    arrive(&mut h, 7);
+    on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    assert!(depart(&mut h, 7).contains(&WRITABLE));
+    assert_eq!(h.stats().pages_written_ahead, 2);
+}
+
+/// Two phases of a stencil alternating two grids, from a departure after node 1 dropped P:
+/// the home writes P (a fault unless it took P back, a change of its contents if `change`)
+/// and pushes it at its arrival; node 1 reads it in the next phase (the home writes the
+/// other grid) and drops it at its arrival; the home departs. Whether that departure took
+/// P back.
+fn two_phases(h: &mut ScSingleWriter, token: &mut u64, change: bool) -> bool {
+    if h.pages[&P].access != Access::Write {
+        assert_eq!(on_fault(h, P, Access::Write), vec![WRITABLE]);
+    }
+    if change {
+        contents_change();
+    }
+    *token += 1;
+    assert!(pushed_to(&arrive(h, *token), 1));
+    depart(h, *token);
+    *token += 1;
+    arrive(h, *token);
+    on_msg(h, 1, ProtoMsg::Dropped { page: P });
+    depart(h, *token).contains(&WRITABLE)
+}
+
+#[test]
+fn a_page_that_keeps_changing_is_taken_back_at_every_drop() {
+    let mut h = taken_back();
+    let mut token = 5;
+    for round in 0..20 {
+        assert!(two_phases(&mut h, &mut token, true), "round {round}");
+    }
+    assert_eq!(h.stats().pages_written_ahead, 21);
+}
+
+#[test]
+fn a_page_taken_back_and_left_unchanged_waits_for_two_pushes_after_write_faults() {
+    let mut h = taken_back();
+    let mut token = 5;
+    // Not changed in the phase (not written, or written with the values it had): pushed as
+    // written — the home cannot tell — but that push does not count for the rhythm.
+    assert!(!two_phases(&mut h, &mut token, false));
+    // Two pushes after write faults, two phases apart, show the rhythm again.
+    assert!(!two_phases(&mut h, &mut token, true));
+    assert!(two_phases(&mut h, &mut token, true));
+    assert_eq!(h.stats().pages_written_ahead, 2);
+}
+
+#[test]
+fn a_write_fault_in_a_later_phase_than_the_one_after_the_drop_earns_nothing() {
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    pushed_once(&mut h);
+    on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    arrive(&mut h, 3);
+    assert!(!depart(&mut h, 3).contains(&WRITABLE));
+    arrive(&mut h, 4);
+    depart(&mut h, 4);
+    // Written two phases after the drop (another array of a multigrid step, say).
+    assert_eq!(on_fault(&mut h, P, Access::Write), vec![WRITABLE]);
+    contents_change();
+    assert!(pushed_to(&arrive(&mut h, 5), 1));
+    depart(&mut h, 5);
+    on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    arrive(&mut h, 6);
+    assert!(!depart(&mut h, 6).contains(&WRITABLE));
+    assert_eq!(h.stats().pages_written_ahead, 0);
+}
+
+#[test]
+fn without_page_contents_a_dropped_page_is_left_to_its_next_write_fault() {
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    pushed_once(&mut h);
+    written_after_a_drop(&mut h);
+    CONTENTS.with(|c| c.set(None));
+    on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    arrive(&mut h, 5);
+    assert!(!depart(&mut h, 5).contains(&WRITABLE));
+    assert_eq!(on_fault(&mut h, P, Access::Write), vec![WRITABLE]);
+    assert_eq!(h.stats().pages_written_ahead, 0);
+}
+
+#[test]
+fn a_drop_that_arrives_after_the_departure_leaves_the_page_to_the_next_one() {
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    pushed_once(&mut h);
+    written_after_a_drop(&mut h);
+    arrive(&mut h, 5);
+    assert!(!depart(&mut h, 5).contains(&WRITABLE));
+    on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    // This phase's write faults as before (no invalidation: the copy is gone).
+    assert_eq!(on_fault(&mut h, P, Access::Write), vec![WRITABLE]);
+    contents_change();
+    assert!(pushed_to(&arrive(&mut h, 6), 1));
+    assert!(
+        !depart(&mut h, 6).contains(&WRITABLE),
+        "pushed again: not idle"
+    );
+    assert_eq!(h.stats().pages_written_ahead, 0);
+}
+
+#[test]
+fn a_consumer_that_reads_a_page_taken_back_and_written_within_the_phase_stops_its_pushes() {
+    let mut h = taken_back();
+    contents_change();
+    // Read while the home writes it (a grid updated in place): the home lowers its access
+    // before the copy leaves, as for any read, and the page is not pushed any more.
+    let out = on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    let lower = Action::SetAccess {
+        page: P,
+        access: Access::Read,
+    };
+    let lowered = out.iter().position(|a| *a == lower).expect("{out:?}");
+    let granted = out
+        .iter()
+        .position(|a| {
+            matches!(
+                a,
+                Action::Send {
+                    msg: ProtoMsg::Grant { .. },
+                    ..
+                }
+            )
+        })
+        .expect("{out:?}");
+    assert!(lowered < granted, "{out:?}");
+    home_writes(&mut h);
+    contents_change();
+    assert!(!pushed_to(&arrive(&mut h, 6), 1));
+    on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    assert!(!depart(&mut h, 6).contains(&WRITABLE));
+}
+
+#[test]
+fn a_consumer_that_reads_a_page_taken_back_but_unchanged_keeps_its_pushes() {
+    let mut h = taken_back();
+    // Read before the home wrote it in this phase: an ordinary consumer's read.
+    on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    home_writes(&mut h);
+    contents_change();
+    assert!(pushed_to(&arrive(&mut h, 6), 1));
+}
+
+#[test]
+fn a_page_read_again_after_its_drop_is_not_taken_back() {
+    let mut h = ScSingleWriter::with_prefetch(0).with_push();
+    pushed_once(&mut h);
+    written_after_a_drop(&mut h);
+    on_msg(&mut h, 1, ProtoMsg::Dropped { page: P });
+    // The consumer needs the page again before the home departs: it holds a copy now.
+    on_msg(&mut h, 1, ProtoMsg::ReadReq { page: P });
+    arrive(&mut h, 5);
+    assert!(!depart(&mut h, 5).contains(&WRITABLE));
+    assert!(h.describe(P).contains("copyset [1]"), "{}", h.describe(P));
 }

@@ -372,6 +372,9 @@ struct SimCtx {
     /// thread, when); unused while younger than `unused_ns`.
     unused: Vec<(PageId, ThreadId, u64)>,
     unused_ns: u64,
+    /// The node's local memory (pages absent: zeros).
+    mem: HashMap<PageId, Vec<u8>>,
+    page_size: usize,
 }
 
 impl Context for SimCtx {
@@ -392,13 +395,18 @@ impl Context for SimCtx {
             .iter()
             .any(|&(p, _, at)| p == page && self.now.saturating_sub(at) < self.unused_ns)
     }
+    fn page_digest(&self, page: PageId) -> Option<u64> {
+        Some(match self.mem.get(&page) {
+            Some(m) => svm_core::protocol::page_digest(m),
+            None => svm_core::protocol::page_digest(&vec![0; self.page_size]),
+        })
+    }
 }
 
 struct SimNode {
     ctx: SimCtx,
     proto: Box<dyn Protocol>,
     sync: SyncState,
-    mem: HashMap<PageId, Vec<u8>>,
     access: HashMap<PageId, Access>,
     twins: HashMap<PageId, Vec<u8>>,
     pending: HashMap<u64, Pending>,
@@ -470,10 +478,11 @@ impl Cluster {
                     now: 0,
                     unused: Vec::new(),
                     unused_ns: cfg.unused_install_ns,
+                    mem: HashMap::new(),
+                    page_size: cfg.page_size,
                 },
                 proto: factory(me),
                 sync: SyncState::new(me, cfg.nodes),
-                mem: HashMap::new(),
                 access: HashMap::new(),
                 twins: HashMap::new(),
                 pending: HashMap::new(),
@@ -555,6 +564,7 @@ impl Cluster {
         let ps = self.cfg.page_size as u64;
         let (page, off) = (addr / ps, (addr % ps) as usize);
         self.nodes[node as usize]
+            .ctx
             .mem
             .get(&page)
             .map(|m| u64::from_le_bytes(m[off..off + 8].try_into().expect("8 bytes")))
@@ -951,6 +961,7 @@ impl Cluster {
             return Ok(None);
         }
         let mem = self.nodes[node as usize]
+            .ctx
             .mem
             .entry(page)
             .or_insert_with(|| vec![0; ps as usize]);
@@ -978,7 +989,7 @@ impl Cluster {
                         return Err(SimErrorKind::Protocol(format!("node {node} sent {msg:?} to unknown node {to}")));
                     }
                     let data = attach.map(|p| {
-                        self.nodes[node as usize].mem.get(&p).cloned().unwrap_or_else(|| self.zero_page.clone())
+                        self.nodes[node as usize].ctx.mem.get(&p).cloned().unwrap_or_else(|| self.zero_page.clone())
                     });
                     self.stats.proto_messages += 1;
                     self.stats.pages_sent += data.is_some() as u64;
@@ -999,7 +1010,7 @@ impl Cluster {
                 }
                 Action::MakeTwin { page } => {
                     let nd = &mut self.nodes[node as usize];
-                    let cur = nd.mem.get(&page).cloned().unwrap_or_else(|| self.zero_page.clone());
+                    let cur = nd.ctx.mem.get(&page).cloned().unwrap_or_else(|| self.zero_page.clone());
                     if nd.twins.insert(page, cur).is_some() {
                         return Err(SimErrorKind::Protocol(format!("node {node}: MakeTwin of page {page}, which already has a twin")));
                     }
@@ -1022,7 +1033,7 @@ impl Cluster {
                                 "node {node}: SendDiffs {msg:?} names page {p}, which has no twin"
                             )));
                         };
-                        let cur = nd.mem.get(&p).unwrap_or(&self.zero_page);
+                        let cur = nd.ctx.mem.get(&p).unwrap_or(&self.zero_page);
                         svm_core::diff::encode(p, &twin, cur, &mut data);
                     }
                     self.stats.proto_messages += 1;
@@ -1045,7 +1056,7 @@ impl Cluster {
                     let nd = &mut self.nodes[node as usize];
                     let mut touched = Vec::new();
                     let r = svm_core::diff::apply(d, ps, |p, off, bytes| {
-                        let m = nd.mem.entry(p).or_insert_with(|| vec![0; ps]);
+                        let m = nd.ctx.mem.entry(p).or_insert_with(|| vec![0; ps]);
                         m[off..off + bytes.len()].copy_from_slice(bytes);
                         touched.push((node, p));
                     });
@@ -1057,7 +1068,7 @@ impl Cluster {
                 }
                 Action::InstallIncoming { page, access } => match incoming {
                     Some(d) if d.len() == self.cfg.page_size => {
-                        self.nodes[node as usize].mem.insert(page, d.to_vec());
+                        self.nodes[node as usize].ctx.mem.insert(page, d.to_vec());
                         self.set_access(node, page, access);
                     }
                     Some(d) => {
@@ -1128,7 +1139,7 @@ impl Cluster {
             Discard::Always => true,
         };
         if access == Access::None && discard {
-            nd.mem.remove(&page);
+            nd.ctx.mem.remove(&page);
         }
         nd.access.insert(page, access);
         self.touched.push((node, page));
@@ -1308,6 +1319,7 @@ impl Cluster {
 
     fn page_bytes(&self, node: NodeId, page: PageId) -> &[u8] {
         self.nodes[node as usize]
+            .ctx
             .mem
             .get(&page)
             .map_or(&self.zero_page[..], |m| &m[..])

@@ -432,7 +432,7 @@ impl Node {
             self.flush_deferred_releases(st)?;
         }
         for id in 0..st.protocols.len() {
-            let ctx = self.ctx(now, &st.installs, &st.lock_pages);
+            let ctx = self.ctx(ctx_state!(st));
             let mut acts = Vec::new();
             match st.protocols[id].as_mut() {
                 Some(p) if p.next_timer().is_some_and(|t| t <= now) => p.on_timer(&ctx, &mut acts),

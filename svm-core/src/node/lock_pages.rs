@@ -311,7 +311,7 @@ impl Node {
                 continue;
             }
             let mut acts = Vec::new();
-            let ctx = self.ctx(st.now, &st.installs, &st.lock_pages);
+            let ctx = self.ctx(ctx_state!(st));
             if let Some(p) = st.protocols[proto].as_mut() {
                 p.recheck_kept(&ctx, &mut acts);
             }
