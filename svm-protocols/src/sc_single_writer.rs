@@ -198,6 +198,8 @@ struct ManagerPage {
     /// arrivals apart, the home writes the page every other phase, right after its copies
     /// were dropped (`ScSingleWriter::regain_dropped`).
     pushed_at: [Option<u64>; 2],
+    /// Pushes of the page taken back and found unchanged that still count in `pushed_at`.
+    unchanged_regains: crate::budget::Budget,
     /// How sure the manager is that the page migrates: raised each time a node that read it
     /// writes it while holding the only copy besides the owner's (the last writer), reset when
     /// another pattern shows. From [`MIGRATORY_CONFIDENCE`] on, read requests move ownership
@@ -349,6 +351,7 @@ impl ScSingleWriter {
             written_epoch: None,
             no_push: false,
             pushed_at: [None; 2],
+            unchanged_regains: Default::default(),
             migratory: 0,
         })
     }

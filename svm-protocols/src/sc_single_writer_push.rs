@@ -30,6 +30,13 @@ pub(super) const PUSH_BUDGET: u8 = 8;
 /// The most pushes a read request earns (see the module docs).
 pub(super) const PUSH_BUDGET_MAX: u8 = 128;
 
+/// Pushes of pages taken back and found unchanged that still count for the rhythm, per push
+/// after a write that kept it, at first (`ScSingleWriter::regain_dropped`).
+pub(super) const UNCHANGED_REGAINS: u8 = 8;
+
+/// The most such pushes one earns.
+pub(super) const UNCHANGED_REGAINS_MAX: u8 = 128;
+
 impl ScSingleWriter {
     /// The manager granted `reader` a read copy it asked for: it consumes the page.
     pub(super) fn note_consumer(&mut self, ctx: &dyn Context, page: PageId, reader: NodeId) {
@@ -108,8 +115,15 @@ impl ScSingleWriter {
                 continue;
             }
             m.push.take();
+            let now = self.arrivals;
             if !unchanged.contains(&page) {
-                m.pushed_at = [m.pushed_at[1], Some(self.arrivals)];
+                m.pushed_at = [m.pushed_at[1], Some(now)];
+                if m.pushed_at == [now.checked_sub(2), Some(now)] {
+                    m.unchanged_regains
+                        .earn(UNCHANGED_REGAINS, UNCHANGED_REGAINS_MAX);
+                }
+            } else if m.unchanged_regains.take() {
+                m.pushed_at = [m.pushed_at[1], Some(now)];
             }
             if m.push.left() == 0 {
                 m.consumers.clear();
@@ -236,15 +250,19 @@ impl ScSingleWriter {
     /// stencil's boundary row of the grid written in the phase beginning now — as the write
     /// fault it expects would: the write costs no fault, nor the engine's wake-up for it (on
     /// a CPU shared with another node's computation that wake-up waited 100–150 µs: Jacobi at
-    /// 4 nodes on 2 CPUs). Which pages: the last two pushes (each after a write) were two
-    /// arrivals apart, the last at the arrival before this departure. Such a page counts as
-    /// written in the phase and is pushed at the next arrival; if its contents did not change
-    /// (`Context::page_digest`: not written, or written with the values it had, as Jacobi's
-    /// rows that the heat has not reached yet) that push does not count, so the next drops
-    /// leave the page to a write fault until two pushes after writes show the rhythm again:
-    /// a page the home stopped writing costs one needless push. A drop that arrives after the
-    /// departure leaves its page to the next departure (a write fault meanwhile takes it as
-    /// before); without digests (a context without page contents) nothing is taken back.
+    /// 4 nodes on 2 CPUs). Which pages: the last two pushes were two arrivals apart, the last
+    /// at the arrival before this departure. Such a page counts as written in the phase and is
+    /// pushed at the next arrival. Whether the home wrote it is not seen without the fault;
+    /// its contents tell a change (`Context::page_digest`). The push of a page that did not
+    /// change (not written, or written with the values it had, as Jacobi's rows that the heat
+    /// has not reached yet) counts for the rhythm only while the page's allowance lasts:
+    /// [`UNCHANGED_REGAINS`] such pushes, earned by a push after a write (a fault or a change)
+    /// that is two arrivals after the one before, twice the last when earned after it ran
+    /// out, up to [`UNCHANGED_REGAINS_MAX`]. A page the home stopped writing costs at most one
+    /// allowance of needless pushes; then its drops leave it to write faults until two pushes
+    /// after writes show the rhythm again. A drop that arrives after the departure leaves its
+    /// page to the next departure (a write fault meanwhile takes it as before); without
+    /// digests (a context without page contents) nothing is taken back.
     pub(super) fn regain_dropped(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
         let now = self.arrivals;
         for page in std::mem::take(&mut self.regain_at_depart) {
