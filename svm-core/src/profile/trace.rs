@@ -282,19 +282,12 @@ fn delay_summary(mut v: Vec<f64>) -> Value {
 /// write it out, for the receiver's engine to be woken and to read it.
 pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), String> {
     let missing = super::wait_parts(file, nodes, wait);
+    // Pass 1, with each part's header: when each frame was sent, on the part's clock.
     let mut parts = Vec::new();
     for r in (0..nodes).filter(|r| !missing.contains(r)) {
         let path = super::part_path(file, r);
-        let (head, _) = part_lines(&path)?;
-        parts.push((path, head));
-    }
-    let origin = parts.iter().map(|p| p.1.real0_ns).min().unwrap_or(0);
-    let shift_of = |head: &Header| (head.real0_ns - origin) as f64 / 1e3;
-    // Pass 1: when each frame was sent, on the merged clock.
-    let mut sent: std::collections::HashMap<(u64, u64, u64), f64> =
-        std::collections::HashMap::new();
-    for (path, head) in &parts {
-        let (_, lines) = part_lines(path)?;
+        let (head, lines) = part_lines(&path)?;
+        let mut sends = Vec::new();
         for l in lines {
             let l = l.map_err(|e| format!("reading {}: {e}", path.display()))?;
             if !l.contains("\"send ") {
@@ -304,9 +297,23 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
                 continue;
             };
             if let (Some(key), Some(ts)) = (message_key(&v), v["ts"].as_f64()) {
-                sent.insert(key, ts + shift_of(head));
+                sends.push((key, ts));
             }
         }
+        parts.push((path, head, sends));
+    }
+    let origin = parts.iter().map(|p| p.1.real0_ns).min().unwrap_or(0);
+    let shift_of = |head: &Header| (head.real0_ns - origin) as f64 / 1e3;
+    // ... on the merged clock.
+    let mut sent: std::collections::HashMap<(u64, u64, u64), f64> =
+        std::collections::HashMap::new();
+    for (_, head, sends) in &mut parts {
+        let shift = shift_of(head);
+        sent.extend(
+            std::mem::take(sends)
+                .into_iter()
+                .map(|(k, ts)| (k, ts + shift)),
+        );
     }
     let out = std::fs::File::create(file)
         .map_err(|e| format!("cannot create {}: {e}", file.display()))?;
@@ -316,7 +323,7 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
     let mut first = true;
     let mut dropped = BTreeMap::new();
     let mut delays: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for (path, head) in parts {
+    for (path, head, _) in parts {
         let shift = shift_of(&head);
         if head.dropped > 0 {
             dropped.insert(head.rank, head.dropped);
