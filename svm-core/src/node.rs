@@ -329,12 +329,41 @@ struct CtxState<'a> {
     shadows: &'a FxHashMap<PageId, Vec<u8>>,
 }
 
-/// What reading a page's local contents takes (`Node::read_local`, without the whole state:
-/// the protocols are borrowed from it while a `Ctx` exists).
+/// What reading a page's local contents takes: the parts of the node and its state that
+/// `Node::read_local` and `Ctx::page_digest` read (a `Ctx` cannot hold the whole state: its
+/// protocols are borrowed beside it).
 struct PageContents<'a> {
     backend: &'a dyn FaultBackend,
+    space: &'a Space,
     pages: &'a PageTable,
     shadows: &'a FxHashMap<PageId, Vec<u8>>,
+}
+
+impl<'a> PageContents<'a> {
+    /// Whether `page` has local contents, and if not, what materializing it must install: a
+    /// static page's take-over contents (only until the page first had local contents; after
+    /// that its contents come from the protocol), else nothing (zeros).
+    fn source(&self, page: PageId) -> (bool, Option<&'a [u8]>) {
+        if let Some(sh) = self.shadows.get(&page) {
+            return (false, Some(sh));
+        }
+        match self.pages.get(page) {
+            Some(e) if e.present => (true, None),
+            Some(e) if e.was_present => (false, None),
+            _ => (false, self.space.initial_contents(page)),
+        }
+    }
+
+    /// Copies the local contents of `page` (present, held by the engine, or initial/zeros).
+    fn read(&self, page: PageId, dst: &mut [u8]) -> Result<(), crate::sys::SysError> {
+        if let Some(sh) = self.shadows.get(&page) {
+            dst.copy_from_slice(sh);
+            return Ok(());
+        }
+        let (present, initial) = self.source(page);
+        self.backend
+            .read(self.space.page_addr(page), dst, present, initial)
+    }
 }
 
 impl Context for Ctx<'_> {
@@ -359,20 +388,11 @@ impl Context for Ctx<'_> {
     fn kept_for_lock(&self, page: PageId) -> bool {
         self.lock_pages.kept(page, self.now)
     }
-    /// Pages present here or held by the engine only; a page read fails to a `None` (the
-    /// protocol then treats the page as it would without digests).
+    /// The page's local contents as `Node::read_local` reads them; a read that fails gives
+    /// `None` (the protocol then treats the page as it would without digests).
     fn page_digest(&self, page: PageId) -> Option<u64> {
-        let c = &self.contents;
-        if let Some(sh) = c.shadows.get(&page) {
-            return Some(crate::protocol::page_digest(sh));
-        }
-        if !c.pages.get(page).is_some_and(|e| e.present) {
-            return None;
-        }
         let mut buf = vec![0u8; self.space.page_size()];
-        c.backend
-            .read(self.space.page_addr(page), &mut buf, true, None)
-            .ok()?;
+        self.contents.read(page, &mut buf).ok()?;
         Some(crate::protocol::page_digest(&buf))
     }
 }
@@ -682,6 +702,7 @@ impl Node {
             lock_pages: st.lock_pages,
             contents: PageContents {
                 backend: &*self.backend,
+                space: &self.space,
                 pages: st.pages,
                 shadows: st.shadows,
             },

@@ -210,6 +210,15 @@ struct ManagerPage {
     migratory: u8,
 }
 
+impl ManagerPage {
+    /// Whether `me`, the home, could send copies of the page unasked now: it owns the page,
+    /// no operation on it is under way or queued, and no other node ever wrote it
+    /// (`sc_single_writer_push.rs`).
+    fn pushable_by(&self, me: NodeId) -> bool {
+        self.owner == me && self.busy.is_none() && self.queue.is_empty() && !self.written_remotely
+    }
+}
+
 /// Times a remembered pair (see [`Pair`]) is used before it must be seen again: a pair whose
 /// second page stopped being used costs at most this many needless requests.
 const PAIR_BUDGET: u8 = 8;

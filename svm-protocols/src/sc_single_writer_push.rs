@@ -98,12 +98,7 @@ impl ScSingleWriter {
             // Held exclusively (a migratory page, a paired write not yet used): a write here
             // takes write access without a message, so no other copy may exist.
             let exclusive = self.pages.get(&page).is_some_and(|np| np.exclusive);
-            if m.owner != me
-                || m.busy.is_some()
-                || !m.queue.is_empty()
-                || m.written_remotely
-                || exclusive
-            {
+            if !m.pushable_by(me) || exclusive {
                 continue;
             }
             let targets: Vec<NodeId> = m
@@ -228,13 +223,8 @@ impl ScSingleWriter {
         let Some(m) = self.managed.get(&page) else {
             return false;
         };
-        let idle_pushed = m.owner == me
-            && m.copyset.is_empty()
-            && m.busy.is_none()
-            && m.queue.is_empty()
-            && !m.no_push
-            && !m.written_remotely
-            && !m.consumers.is_empty();
+        let idle_pushed =
+            m.pushable_by(me) && m.copyset.is_empty() && !m.no_push && !m.consumers.is_empty();
         idle_pushed
             && self.pages.get(&page).is_some_and(|np| {
                 np.access == Access::Read

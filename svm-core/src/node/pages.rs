@@ -206,14 +206,19 @@ impl Node {
         page: PageId,
         dst: &mut [u8],
     ) -> Result<(), EngineError> {
-        if let Some(sh) = st.shadows.get(&page) {
-            dst.copy_from_slice(sh);
-            return Ok(());
-        }
-        let (present, initial) = self.materialize_source(st, page);
-        self.backend
-            .read(self.space.page_addr(page), dst, present, initial)
+        self.contents(st)
+            .read(page, dst)
             .map_err(EngineError::system(|| format!("reading page {page}")))
+    }
+
+    /// The parts of this node and `st` that page contents are read from.
+    fn contents<'a>(&'a self, st: &'a EngineState) -> super::PageContents<'a> {
+        super::PageContents {
+            backend: &*self.backend,
+            space: &self.space,
+            pages: &st.pages,
+            shadows: &st.shadows,
+        }
     }
 
     /// [`Node::read_local`] for the profiler's snapshots, which cannot fail the engine: a page
@@ -276,22 +281,14 @@ impl Node {
         Ok(())
     }
 
-    /// Whether `page` has local contents, and if not, what materializing it must install: a
-    /// static page's take-over contents (only until the page first had local contents; after
-    /// that its contents come from the protocol), else nothing (zeros).
+    /// Whether `page` has local contents, and if not, what materializing it must install
+    /// (`PageContents::source`).
     pub(super) fn materialize_source<'a>(
         &'a self,
         st: &'a EngineState,
         page: PageId,
     ) -> (bool, Option<&'a [u8]>) {
-        if let Some(sh) = st.shadows.get(&page) {
-            return (false, Some(sh));
-        }
-        match st.pages.get(page) {
-            Some(e) if e.present => (true, None),
-            Some(e) if e.was_present => (false, None),
-            _ => (false, self.space.initial_contents(page)),
-        }
+        self.contents(st).source(page)
     }
 
     pub(super) fn apply_access(
