@@ -497,6 +497,8 @@ pub struct Node {
     /// Times a thread that started waiting woke the engine from its sleep (`SVM_STATS`:
     /// `spin_wakes=`).
     spin_wakes: AtomicU64,
+    /// The engine's empty polls while spinning (`SVM_STATS`: `spin_polls=`).
+    spin_polls: AtomicU64,
     /// The lock an application thread of this node took last and has not released yet
     /// ([`NO_LOCK`]: none): the critical section its faults belong to (`lock_pages.rs`; with
     /// several threads a guess, which costs at most a page asked for in vain).
@@ -656,6 +658,7 @@ impl Node {
             waiting_in_engine: AtomicU32::new(0),
             engine_sleeps: AtomicBool::new(false),
             spin_wakes: AtomicU64::new(0),
+            spin_polls: AtomicU64::new(0),
             lock_in_use: AtomicU64::new(NO_LOCK),
             failure_mode,
             instance: NODE_INSTANCES.fetch_add(1, Ordering::Relaxed),

@@ -168,6 +168,8 @@ pub struct Counters {
     /// Times a thread that started waiting woke the engine from its sleep to spin
     /// (`SVM_SPIN_WAKE`).
     pub spin_wakes: u64,
+    /// The engine's empty non-blocking polls while it spun (`SVM_SPIN`).
+    pub spin_polls: u64,
 }
 
 /// A snapshot of one node's statistics.
@@ -196,6 +198,9 @@ pub struct Stats {
     /// Times a thread that started waiting woke the engine from its sleep in epoll so that it
     /// spins while the thread waits (`SVM_SPIN_WAKE`).
     pub spin_wakes: u64,
+    /// The engine's empty non-blocking polls while it spun for a waiting thread (`SVM_SPIN`);
+    /// each yields the CPU.
+    pub spin_polls: u64,
     pub barrier_wait: LatencySummary,
     pub twins_made: u64,
     pub diffs_created: u64,
@@ -278,6 +283,7 @@ impl Stats {
             lock_acquire_latency: c.lock_acquire_ns.summary(),
             fast_locks: c.fast_locks,
             spin_wakes: c.spin_wakes,
+            spin_polls: c.spin_polls,
             barrier_wait: c.barrier_wait_ns.summary(),
             twins_made: c.twins_made,
             diffs_created: c.diffs_created,
@@ -370,7 +376,11 @@ impl fmt::Display for Stats {
         )?;
         lat(f, "lock acquire", &self.lock_acquire_latency)?;
         writeln!(f, "  lock fast path         acquires={}", self.fast_locks)?;
-        writeln!(f, "  engine                 spin_wakes={}", self.spin_wakes)?;
+        writeln!(
+            f,
+            "  engine                 spin_wakes={} spin_polls={}",
+            self.spin_wakes, self.spin_polls
+        )?;
         lat(f, "barrier wait", &self.barrier_wait)?;
         for (k, m) in &self.messages {
             writeln!(

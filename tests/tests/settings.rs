@@ -310,6 +310,32 @@ fn unknown_svmrun_option_before_the_program() {
     assert!(!out.stdout.contains("counter="), "the program ran\n{out}");
 }
 
+/// `SVM_SPIN`: an engine whose node's thread waits polls without sleeping, and `SVM_STATS`
+/// counts those polls (`spin_polls=`); `SVM_SPIN=0` makes it sleep at once, every time.
+#[test]
+fn spinning_polls_are_counted_and_off_with_spin_0() {
+    let sleeper = example_path("sleeper");
+    for (spin, some) in [("2048", true), ("0", false)] {
+        let _serial = serial();
+        let envs = [("SVM_STATS", "json"), ("SVM_SPIN", spin)];
+        let out = run_svmrun_env(
+            &["-n", "2", sleeper.to_str().unwrap(), "1"],
+            &envs,
+            DEADLINE,
+        );
+        out.assert_success();
+        let polls = out.stat_per_node(2, "spin_polls");
+        if some {
+            assert!(
+                polls.iter().sum::<u64>() > 0,
+                "a second of barriers made no spinning poll: {polls:?}"
+            );
+        } else {
+            assert_eq!(polls, [0, 0], "SVM_SPIN=0 spun");
+        }
+    }
+}
+
 /// `SVM_SPIN_WAKE=1`: a thread that starts waiting in a barrier wakes its node's engine from
 /// its sleep in epoll, so that the engine spins while the thread waits (`spin_wakes=`); with
 /// `0` no thread ever wakes it so.

@@ -153,6 +153,7 @@ impl Node {
             if tokens.is_empty() {
                 idle_polls = idle_polls.saturating_add(1);
                 if spinning {
+                    self.spin_polls.fetch_add(1, Ordering::Relaxed);
                     std::thread::yield_now();
                 } else if due == u64::MAX {
                     // A whole sleep passed without a wake-up: look at every link anyway, so a

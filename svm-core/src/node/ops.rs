@@ -171,6 +171,7 @@ impl Node {
         }
         c.fast_locks = st.fast_locks.values().map(|f| f.taken()).sum();
         c.spin_wakes = self.spin_wakes.load(Ordering::Relaxed);
+        c.spin_polls = self.spin_polls.load(Ordering::Relaxed);
         for p in st.protocols.iter().flatten() {
             let ps = p.stats();
             c.invalidations += ps.invalidations;
