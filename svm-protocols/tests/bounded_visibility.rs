@@ -2,7 +2,7 @@
 //! engine's `SVM_RELEASE_DELAY_US`, jobs of two nodes), on both simulators.
 //!
 //! The whole conformance suite also runs under sc-mw with the timer on
-//! (`conformance.rs`, `sc_mw_bounded`); these are the programs only it makes work.
+//! (`conformance/protocols.rs`, `sc_mw_bounded`); these are the programs only it makes work.
 
 use svm_core::protocol::{NodeId, Protocol};
 use svm_protocols::engine_sim::EngineCluster;

@@ -1,5 +1,5 @@
 //! Building blocks of the simulator programs shared by the integration tests of this crate
-//! (`conformance.rs`, `bounded_visibility.rs`, `home_migration.rs`); not every file uses all.
+//! (`conformance/`, `bounded_visibility.rs`, `home_migration.rs`); not every file uses all.
 #![allow(dead_code)]
 
 use svm_core::protocol::{NodeId, Protocol};
