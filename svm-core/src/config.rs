@@ -70,8 +70,8 @@ pub struct Config {
     pub fault_around: usize,
     /// `SVM_HOLD_US`: `sc-sw`'s minimum hold, in µs — a node that gets write access back to a
     /// page another node took from it since the node's last release keeps it at least this
-    /// long before giving it up again (ends at the node's next release or barrier); default
-    /// [`DEFAULT_HOLD_US`], 0 = off.
+    /// long before giving it up to a node of higher rank (ends at the node's next release or
+    /// barrier); default [`DEFAULT_HOLD_US`], 0 = off.
     pub hold_us: u64,
     /// `SVM_FLUSH_AFTER_US`: `sc-mw`'s bounded visibility, in µs — writes not yet flushed
     /// reach their homes (and the other copies are invalidated) at the latest this long after
@@ -120,7 +120,7 @@ pub struct Config {
 }
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
-pub const DEFAULT_HOLD_US: u64 = 300;
+pub const DEFAULT_HOLD_US: u64 = 3_000;
 
 /// The default of `SVM_FLUSH_AFTER_US`; measurements in docs/protocols.md.
 pub const DEFAULT_FLUSH_AFTER_US: u64 = 1000;

@@ -472,7 +472,8 @@ pub struct ProtocolOptions {
     pub fault_around: usize,
     /// Minimum hold (`SVM_HOLD_US`, in ns here): a node that gets write access back to a page
     /// another node took from it since the node's last release keeps it at least this long
-    /// before giving it up again (unless it releases first); 0 = off. See docs/protocols.md.
+    /// before giving it up to a node of higher rank (unless it releases first); 0 = off. See
+    /// docs/protocols.md.
     pub hold_ns: u64,
     /// Producer–consumer push (`SVM_PUSH`): at its barrier arrivals a home sends read copies
     /// of the pages it wrote to the nodes that asked to read them before. See

@@ -405,7 +405,7 @@ impl ScSingleWriter {
         | ProtoMsg::FwdWrite { page, .. }
         | ProtoMsg::FwdExclusive { page, .. } = *msg
         {
-            if let Some(keep) = self.holds.keeps(ctx, page) {
+            if let Some(keep) = self.holds.keeps(ctx, page, hold::fwd_requester(msg)) {
                 self.holds.deferred.push((from, msg.clone()));
                 self.count_kept(keep);
                 return;
@@ -804,13 +804,6 @@ impl Protocol for ScSingleWriter {
         if self.request(ctx, page, access, out) {
             self.learn_pair(ctx, page, access);
             self.request_paired(ctx, page, out);
-            let waits_for_another = !self.holds.until.is_empty()
-                && (ctx.home(page) != ctx.me() || self.managed_page(ctx, page).owner != ctx.me());
-            if waits_for_another {
-                // The thread waits for another node: pages held for it would only keep
-                // that node waiting too (each holding what the other needs next).
-                self.end_holds_now(ctx, out);
-            }
         }
         self.drain_local(ctx, out);
     }

@@ -220,7 +220,7 @@ impl ScSingleWriter {
                     && !np.paired
                     && np.outstanding.is_none()
             });
-            if !shareable || self.holds.keep_reason(ctx, q).is_some() {
+            if !shareable || self.holds.keep_reason(ctx, q, None).is_some() {
                 break;
             }
             // Stop local writes before the contents are read into the copy.

@@ -8,15 +8,18 @@ use super::ScSingleWriter;
 
 /// The minimum hold (after Mirage's time window Δ, Fleisch & Popek, SOSP 1989): a node that
 /// regains write access to a page another node took from it since its last release keeps the
-/// page for `hold_ns` before it gives it up again, so pages that two nodes write between two
-/// synchronisations (radix's key arrays, the blocks of a non-contiguous LU) move in batches
-/// of writes instead of once per write. Requests for a held page wait: a forwarded request at
-/// the owner (`deferred`), a request at a manager that owns the page itself in its queue.
-/// A release or barrier arrival of the holder ends every hold at once, so data published by
-/// a synchronisation is never kept back; so does a fault of the holder that must wait for
-/// another node (holding pages while its thread cannot use them would only keep the nodes
-/// waiting for each other). No hold outlives `hold_ns`: sequential consistency only depends
-/// on the order in which copies move, never on when.
+/// page for `hold_ns` before it gives it up to a node of higher rank, so pages that two nodes
+/// write between two synchronisations (radix's key arrays, the blocks of a non-contiguous LU)
+/// move in batches of writes instead of once per write. Requests for a held page wait: a
+/// forwarded request at the owner (`deferred`), a request at a manager that owns the page
+/// itself in its queue. A request from a node of lower rank than the holder's never waits for
+/// a hold, so every wait for a hold is of a higher rank for a lower one: no two nodes can
+/// wait for each other's holds, and a holder whose own thread waits for another node keeps
+/// its holds (the lowest rank among the nodes writing the same pages works through them
+/// first, the others after it, instead of all of them taking the pages from each other write
+/// by write). A release or barrier arrival of the holder ends every hold at once, so data
+/// published by a synchronisation is never kept back. No hold outlives `hold_ns`: sequential
+/// consistency only depends on the order in which copies move, never on when.
 #[derive(Debug, Default)]
 pub(super) struct Holds {
     /// How long a hold lasts (ns on the clock of `Context::now`); 0 = holds off.
@@ -54,14 +57,22 @@ impl Holds {
         self.until.iter().any(|&(t, p)| p == page && t > now)
     }
 
-    /// Why a request for `page` waits now, if it does: the page is held, or it was just
+    /// Why a request for `page` from `requester` waits now, if it does: the page is held and
+    /// the requester's rank is higher than this node's (None: this node's own sending of the
+    /// page, read-ahead, which a hold stops for everyone), or it was just
     /// installed for a thread of this node that has not run since the engine looked after its
     /// wake-up (`Context::install_unused`, bounded in time by the engine). Taking the page
     /// from such a thread would only make it fault again: on CPUs shared by several nodes,
     /// pages that several nodes write could move on and on with few writes made (MP-MPICH's
     /// `strided` at 4 nodes on 2 CPUs). No side effect.
-    pub(super) fn keep_reason(&self, ctx: &dyn Context, page: PageId) -> Option<Keep> {
-        if self.is_held(page, ctx.now()) {
+    pub(super) fn keep_reason(
+        &self,
+        ctx: &dyn Context,
+        page: PageId,
+        requester: Option<NodeId>,
+    ) -> Option<Keep> {
+        let held_from = |r: NodeId| r > ctx.me();
+        if self.is_held(page, ctx.now()) && requester.is_none_or(held_from) {
             Some(Keep::Hold)
         } else if ctx.install_unused(page) {
             Some(Keep::ForThread)
@@ -74,8 +85,13 @@ impl Holds {
 
     /// [`Holds::keep_reason`], arming a re-check for a page kept for its thread. Sequential
     /// consistency is unaffected: the page moves later, never out of order.
-    pub(super) fn keeps(&mut self, ctx: &dyn Context, page: PageId) -> Option<Keep> {
-        let keep = self.keep_reason(ctx, page);
+    pub(super) fn keeps(
+        &mut self,
+        ctx: &dyn Context,
+        page: PageId,
+        requester: Option<NodeId>,
+    ) -> Option<Keep> {
+        let keep = self.keep_reason(ctx, page, requester);
         // Both end by the engine's reckoning, not a hold of this protocol's: look again.
         if matches!(keep, Some(Keep::ForThread | Keep::ForLock)) {
             self.recheck_at
@@ -125,7 +141,11 @@ impl ScSingleWriter {
     ) {
         let mut go = Vec::new();
         for (from, msg) in std::mem::take(&mut self.holds.deferred) {
-            if self.holds.keeps(ctx, msg.page()).is_some() {
+            if self
+                .holds
+                .keeps(ctx, msg.page(), fwd_requester(&msg))
+                .is_some()
+            {
                 self.holds.deferred.push((from, msg));
             } else {
                 go.push((from, msg));
@@ -135,7 +155,12 @@ impl ScSingleWriter {
             self.handle(ctx, from, &msg, out);
         }
         for &page in ended {
-            if ctx.home(page) == ctx.me() && self.holds.keeps(ctx, page).is_none() {
+            let front = self
+                .managed
+                .get(&page)
+                .and_then(|m| m.queue.front())
+                .map(|&(r, _)| r);
+            if ctx.home(page) == ctx.me() && self.holds.keeps(ctx, page, front).is_none() {
                 self.mgr_advance(ctx, page, out);
             }
         }
@@ -183,5 +208,15 @@ impl ScSingleWriter {
             ended.push(page);
         }
         self.resume_held(ctx, &ended, out);
+    }
+}
+
+/// The node a forwarded request is for (None: not a forwarded request).
+pub(super) fn fwd_requester(msg: &ProtoMsg) -> Option<NodeId> {
+    match *msg {
+        ProtoMsg::FwdRead { to, .. }
+        | ProtoMsg::FwdWrite { to, .. }
+        | ProtoMsg::FwdExclusive { to, .. } => Some(to),
+        _ => None,
     }
 }

@@ -183,17 +183,31 @@ fn a_release_ends_every_hold_before_it_completes_and_starts_a_new_epoch() {
 }
 
 #[test]
-fn a_node_whose_thread_waits_for_another_node_holds_nothing() {
+fn a_holder_whose_thread_waits_for_another_node_keeps_its_holds() {
     let mut n = held_with_a_waiting_request();
-    // The thread now needs Q from node 0: the held page goes to the node asking for it.
+    // The thread now needs Q from node 0: node 2's request for P still waits (it waits for a
+    // lower rank; node 1 can never wait for a hold of node 2's).
     let out = n.at(160).fault(Q, Access::Read);
-    assert!(gives(&out, P, 2), "{out:?}");
+    assert!(!gives(&out, P, 2), "{out:?}");
     assert!(out.contains(&Action::Send {
         to: 0,
         msg: ProtoMsg::ReadReq { page: Q },
         attach: None
     }));
-    assert!(n.p.next_timer().is_none());
+    assert_eq!(n.p.next_timer(), Some(100 + HOLD));
+    assert!(gives(&n.at(100 + HOLD).timer(), P, 2));
+}
+
+#[test]
+fn a_hold_keeps_a_page_from_higher_ranks_only() {
+    // Node 1 holds P from 100 on (it took it back from node 2): node 0, a lower rank, gets it
+    // at once.
+    let mut n = node(ScSingleWriter::new().with_hold(HOLD), 1, 0);
+    regain_after_loss(&mut n, 100);
+    assert_eq!(n.p.next_timer(), Some(100 + HOLD), "held");
+    let out = n.at(150).msg(0, fwd_write(P, 0));
+    assert!(gives(&out, P, 0), "a lower rank is never held up: {out:?}");
+    assert_eq!(n.p.stats().requests_held, 0);
 }
 
 #[test]

@@ -22,7 +22,7 @@ impl ScSingleWriter {
         let m = self.managed_page(ctx, page);
         m.queue.push_back((from, kind));
         if m.owner == ctx.me() && from != ctx.me() {
-            if let Some(keep) = self.holds.keep_reason(ctx, page) {
+            if let Some(keep) = self.holds.keep_reason(ctx, page, Some(from)) {
                 self.count_kept(keep);
             }
         }
@@ -51,7 +51,8 @@ impl ScSingleWriter {
                 return;
             }
             let other_waits = m.owner == me && m.queue.front().is_some_and(|&(req, _)| req != me);
-            if other_waits && self.holds.keeps(ctx, page).is_some() {
+            let front = m.queue.front().map(|&(r, _)| r);
+            if other_waits && self.holds.keeps(ctx, page, front).is_some() {
                 // This node holds the page, or its thread has not used it yet: the request
                 // waits for the hold's end or the re-check.
                 return;

@@ -75,7 +75,7 @@ impl Node {
     /// not with nice -10 too (2.4–2.7 s). Failing costs only that latency: it is logged,
     /// the node runs on; a nice value the process may not take is left out (`RLIMIT_NICE`).
     pub(super) fn ask_for_engine_priority(&self) {
-        // The engine sleeps until its next timer (a linger of 100 µs, a hold of 300 µs): with
+        // The engine sleeps until its next timer (a linger of 100 µs, a hold of 3 ms): with
         // the default timer slack of 50 µs each such sleep could overrun by half a linger.
         if let Err(e) = nix::sys::prctl::set_timerslack(1) {
             tracing::debug!(

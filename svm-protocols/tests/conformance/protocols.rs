@@ -284,8 +284,8 @@ const HOLD_NS: u64 = 40_000;
 
 // sc-sw with every option on, as `svmrun` runs it: read-ahead, fault-around, the minimum
 // hold (`SVM_HOLD_US`: a page written again after another node took it since the last
-// release is kept a while; requests for it wait for the hold's end, the holder's release, or
-// the holder's own wait for another node) and the producer–consumer push at barrier
+// release is kept a while from nodes of higher rank; their requests wait for the hold's end
+// or the holder's release) and the producer–consumer push at barrier
 // arrivals (`SVM_PUSH`).
 conformance_suite!(sc_sw_all_options, SC_SW_ALL_OPTIONS);
 
