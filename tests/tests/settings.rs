@@ -310,30 +310,37 @@ fn unknown_svmrun_option_before_the_program() {
     assert!(!out.stdout.contains("counter="), "the program ran\n{out}");
 }
 
-/// `SVM_SPIN`: an engine whose node's thread waits polls without sleeping, and `SVM_STATS`
-/// counts those polls (`spin_polls=`); `SVM_SPIN=0` makes it sleep at once, every time.
-#[test]
-fn spinning_polls_are_counted_and_off_with_spin_0() {
+/// For each `(value, some)`: `sleeper 1` at 2 nodes (a second of barriers) with `setting` at
+/// `value`; the engines' `SVM_STATS` counter `stat` must be above 0 summed over the nodes
+/// where `some`, and 0 on both nodes otherwise.
+fn sleeper_counts(setting: &str, stat: &str, cases: [(&str, bool); 2]) {
     let sleeper = example_path("sleeper");
-    for (spin, some) in [("2048", true), ("0", false)] {
+    for (value, some) in cases {
         let _serial = serial();
-        let envs = [("SVM_STATS", "json"), ("SVM_SPIN", spin)];
+        let envs = [("SVM_STATS", "json"), (setting, value)];
         let out = run_svmrun_env(
             &["-n", "2", sleeper.to_str().unwrap(), "1"],
             &envs,
             DEADLINE,
         );
         out.assert_success();
-        let polls = out.stat_per_node(2, "spin_polls");
+        let counts = out.stat_per_node(2, stat);
         if some {
             assert!(
-                polls.iter().sum::<u64>() > 0,
-                "a second of barriers made no spinning poll: {polls:?}"
+                counts.iter().sum::<u64>() > 0,
+                "{setting}={value}: a second of barriers made no {stat}: {counts:?}"
             );
         } else {
-            assert_eq!(polls, [0, 0], "SVM_SPIN=0 spun");
+            assert_eq!(counts, [0, 0], "{setting}={value}: {stat}");
         }
     }
+}
+
+/// `SVM_SPIN`: an engine whose node's thread waits polls without sleeping, and `SVM_STATS`
+/// counts those polls (`spin_polls=`); `SVM_SPIN=0` makes it sleep at once, every time.
+#[test]
+fn spinning_polls_are_counted_and_off_with_spin_0() {
+    sleeper_counts("SVM_SPIN", "spin_polls", [("2048", true), ("0", false)]);
 }
 
 /// `SVM_SPIN_WAKE=1`: a thread that starts waiting in a barrier wakes its node's engine from
@@ -341,24 +348,5 @@ fn spinning_polls_are_counted_and_off_with_spin_0() {
 /// `0` no thread ever wakes it so.
 #[test]
 fn waiting_threads_wake_their_engine_to_spin_unless_told_not_to() {
-    let sleeper = example_path("sleeper");
-    for (wake, some) in [("1", true), ("0", false)] {
-        let _serial = serial();
-        let envs = [("SVM_STATS", "json"), ("SVM_SPIN_WAKE", wake)];
-        let out = run_svmrun_env(
-            &["-n", "2", sleeper.to_str().unwrap(), "1"],
-            &envs,
-            DEADLINE,
-        );
-        out.assert_success();
-        let wakes = out.stat_per_node(2, "spin_wakes");
-        if some {
-            assert!(
-                wakes.iter().sum::<u64>() > 0,
-                "a second of barriers woke no engine: {wakes:?}"
-            );
-        } else {
-            assert_eq!(wakes, [0, 0], "SVM_SPIN_WAKE=0 woke engines");
-        }
-    }
+    sleeper_counts("SVM_SPIN_WAKE", "spin_wakes", [("1", true), ("0", false)]);
 }
