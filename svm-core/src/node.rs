@@ -39,16 +39,19 @@ use crate::sys::segv::now_ns;
 use crate::sys::{futex, EventFd, Poller};
 use crate::{Access, NodeId, PageId};
 
-/// The [`CtxState`] of an `EngineState` (a macro, not a method: it borrows the fields one by
-/// one, so the state's protocols stay free to be borrowed mutably beside it).
-macro_rules! ctx_state {
-    ($st:expr) => {
-        $crate::node::CtxState {
+/// The protocols' [`Ctx`] for a step of node `$node` on its state `$st` (a macro, not a
+/// method: it borrows the state's fields one by one, so its protocols stay free to be
+/// borrowed mutably beside it).
+macro_rules! node_ctx {
+    ($node:expr, $st:expr) => {
+        $crate::node::Ctx {
+            me: $node.me,
+            nodes: $node.nodes,
+            space: &$node.space,
             now: $st.now,
             installs: &$st.installs,
             lock_pages: &$st.lock_pages,
-            pages: &$st.pages,
-            shadows: &$st.shadows,
+            contents: $node.page_contents(&$st.pages, &$st.shadows),
         }
     };
 }
@@ -318,15 +321,6 @@ struct Ctx<'a> {
     lock_pages: &'a lock_pages::LockPages,
     /// Where page contents are read for `Context::page_digest`.
     contents: PageContents<'a>,
-}
-
-/// The parts of an `EngineState` a protocol step's context reads (`ctx_state!`).
-struct CtxState<'a> {
-    now: u64,
-    installs: &'a installs::Installs,
-    lock_pages: &'a lock_pages::LockPages,
-    pages: &'a PageTable,
-    shadows: &'a FxHashMap<PageId, Vec<u8>>,
 }
 
 /// What reading a page's local contents takes: the parts of the node and its state that
@@ -693,22 +687,18 @@ impl Node {
         step::StateGuard::new(self, self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// What the protocols may ask, at the step's time `now`.
-    /// The context of a protocol step: the parts of `st` other than the protocols.
-    fn ctx<'a>(&'a self, st: CtxState<'a>) -> Ctx<'a> {
-        Ctx {
-            me: self.me,
-            nodes: self.nodes,
+    /// Where the local contents of pages are read, with the state's page table and shadow
+    /// copies (`Node::read_local`, `Context::page_digest`).
+    fn page_contents<'a>(
+        &'a self,
+        pages: &'a PageTable,
+        shadows: &'a FxHashMap<PageId, Vec<u8>>,
+    ) -> PageContents<'a> {
+        PageContents {
+            backend: &*self.backend,
             space: &self.space,
-            now: st.now,
-            installs: st.installs,
-            lock_pages: st.lock_pages,
-            contents: PageContents {
-                backend: &*self.backend,
-                space: &self.space,
-                pages: st.pages,
-                shadows: st.shadows,
-            },
+            pages,
+            shadows,
         }
     }
 

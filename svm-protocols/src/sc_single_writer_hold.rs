@@ -155,12 +155,15 @@ impl ScSingleWriter {
             self.handle(ctx, from, &msg, out);
         }
         for &page in ended {
+            if ctx.home(page) != ctx.me() {
+                continue;
+            }
             let front = self
                 .managed
                 .get(&page)
                 .and_then(|m| m.queue.front())
                 .map(|&(r, _)| r);
-            if ctx.home(page) == ctx.me() && self.holds.keeps(ctx, page, front).is_none() {
+            if self.holds.keeps(ctx, page, front).is_none() {
                 self.mgr_advance(ctx, page, out);
             }
         }

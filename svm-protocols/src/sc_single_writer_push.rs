@@ -20,6 +20,8 @@
 //! needless copies, and a steady one a fault per budget: each budget is as large as the
 //! pushes that were used before it, so at most half the pushes are needless.
 
+use std::collections::BTreeSet;
+
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
 
 use super::ScSingleWriter;
@@ -84,10 +86,10 @@ impl ScSingleWriter {
         // Pages taken back writable at the last departure (`regain_dropped`): counted written
         // in the phase that just ended (the epoch before the arrival's); the push of one that
         // did not change does not count for the rhythm that takes it back.
-        let mut unchanged = Vec::new();
+        let mut unchanged = BTreeSet::new();
         for (page, digest) in std::mem::take(&mut self.regained) {
             if !self.regained_changed(ctx, page, digest) {
-                unchanged.push(page);
+                unchanged.insert(page);
             }
             self.note_written_in(ctx, page, self.epoch.saturating_sub(1));
         }

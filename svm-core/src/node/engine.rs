@@ -433,7 +433,7 @@ impl Node {
             self.flush_deferred_releases(st)?;
         }
         for id in 0..st.protocols.len() {
-            let ctx = self.ctx(ctx_state!(st));
+            let ctx = node_ctx!(self, st);
             let mut acts = Vec::new();
             match st.protocols[id].as_mut() {
                 Some(p) if p.next_timer().is_some_and(|t| t <= now) => p.on_timer(&ctx, &mut acts),

@@ -311,7 +311,7 @@ impl Node {
                 continue;
             }
             let mut acts = Vec::new();
-            let ctx = self.ctx(ctx_state!(st));
+            let ctx = node_ctx!(self, st);
             if let Some(p) = st.protocols[proto].as_mut() {
                 p.recheck_kept(&ctx, &mut acts);
             }

@@ -81,7 +81,7 @@ impl Node {
         match msg {
             Msg::Proto { proto, msg } => {
                 let mut acts = Vec::new();
-                let ctx = self.ctx(ctx_state!(st));
+                let ctx = node_ctx!(self, st);
                 match st
                     .protocols
                     .get_mut(proto as usize)

@@ -213,12 +213,7 @@ impl Node {
 
     /// The parts of this node and `st` that page contents are read from.
     fn contents<'a>(&'a self, st: &'a EngineState) -> super::PageContents<'a> {
-        super::PageContents {
-            backend: &*self.backend,
-            space: &self.space,
-            pages: &st.pages,
-            shadows: &st.shadows,
-        }
+        self.page_contents(&st.pages, &st.shadows)
     }
 
     /// [`Node::read_local`] for the profiler's snapshots, which cannot fail the engine: a page
@@ -461,7 +456,7 @@ impl Node {
         need: Access,
     ) -> Result<(), EngineError> {
         let mut acts = Vec::new();
-        let ctx = self.ctx(ctx_state!(st));
+        let ctx = node_ctx!(self, st);
         match st
             .protocols
             .get_mut(proto as usize)

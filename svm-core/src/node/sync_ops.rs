@@ -225,7 +225,7 @@ impl Node {
         st.fanin.insert(token, (ids.len(), Vec::new()));
         for id in ids {
             let mut acts = Vec::new();
-            let ctx = self.ctx(ctx_state!(st));
+            let ctx = node_ctx!(self, st);
             if let Some(p) = st.protocols[id as usize].as_mut() {
                 hook(p.as_mut(), &ctx, &mut acts);
             }
