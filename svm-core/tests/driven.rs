@@ -32,7 +32,11 @@ struct DrivenJob {
 }
 
 fn driven_job(n: NodeId) -> DrivenJob {
-    let cfg = common::config("sc-sw", TIMEOUT_S);
+    driven_job_of("sc-sw", n)
+}
+
+fn driven_job_of(protocol: &str, n: NodeId) -> DrivenJob {
+    let cfg = common::config(protocol, TIMEOUT_S);
     let (links, taps) = loopback::mesh(n).expect("loopback links");
     let mut nodes = Vec::new();
     let mut mems = Vec::new();
@@ -96,6 +100,24 @@ impl DrivenJob {
                 return delivered;
             }
         }
+    }
+
+    /// Delivers, at time `now`, the frames in flight on the link from `from` to `to` only;
+    /// returns how many.
+    fn deliver_link(&mut self, now: u64, from: usize, to: usize) -> usize {
+        let tap = self.taps[to][from].as_ref().expect("a link");
+        let buf = &mut self.bufs[to][from];
+        tap.receive(buf);
+        let mut frames = Vec::new();
+        while let Ok(Some(f)) = buf.next_frame() {
+            frames.push(f.to_vec());
+        }
+        for f in &frames {
+            self.nodes[to]
+                .deliver(now, from as NodeId, f)
+                .expect("frame handled");
+        }
+        frames.len()
     }
 
     /// Runs `op` of a fresh waiter on `node` at `now` and delivers what it sent; returns its
@@ -448,4 +470,83 @@ fn a_lock_taken_while_the_engine_serves_a_fault_does_not_wait_for_it() {
     });
     assert!(mem.is_served(&ticket), "the fault was served");
     assert_eq!(node.engine_failure(), None);
+}
+
+/// Three nodes, a first-touch page (scope, as `cvm_alloc` makes them) whose directory is
+/// node 0: node 1 touches it first and node 2 next, and node 2 hears from the directory that
+/// node 1 is the home before node 1 does. Node 2's request reaches node 1 while node 1 still
+/// waits for the directory's answer; node 1 holds it back until it knows it is the home, then
+/// serves it (taken at once, the request met a protocol that did not know the page was its
+/// own: a stray request dropped, and node 2 waiting for ever).
+#[test]
+fn a_request_that_overtakes_the_directorys_answer_waits_for_it() {
+    let mut job = driven_job_of("scope", 3);
+    let ps = 4096;
+    let base = job.nodes[1]
+        .space
+        .alloc_local_first_touch(3 * ps)
+        .expect("first-touch allocation");
+    let addr = (0..3)
+        .map(|i| base + i * ps)
+        .find(|a| job.nodes[1].space.directory(job.nodes[1].space.page_of(*a)) == 0)
+        .expect("one of three pages has directory 0");
+    let page = job.nodes[1].space.page_of(addr);
+
+    let t1 = T0 + 1_000;
+    for m in &job.mems {
+        m.set_time(t1);
+    }
+    let write1 = match job.mems[1].try_store(addr, &[7; 8]).expect("an access") {
+        Attempt::Faulted(t) => t,
+        Attempt::Done(_) => panic!("node 1 has not touched the page"),
+    };
+    job.nodes[1].serve_faults(t1).expect("node 1's fault");
+    let read2 = match job.mems[2].try_load(addr, 8).expect("an access") {
+        Attempt::Faulted(t) => t,
+        Attempt::Done(_) => panic!("node 2 has not touched the page"),
+    };
+    job.nodes[2].serve_faults(t1).expect("node 2's fault");
+
+    // The directory hears node 1 first, then node 2, and answers both.
+    assert_eq!(job.deliver_link(t1, 1, 0), 1, "node 1's question");
+    assert_eq!(job.deliver_link(t1, 2, 0), 1, "node 2's question");
+    assert_eq!(
+        job.nodes[0].space.home(page),
+        1,
+        "the first toucher is the home"
+    );
+    // Node 2 hears the answer and asks node 1 for the page, before node 1 hears it.
+    assert_eq!(job.deliver_link(t1, 0, 2), 1, "the answer to node 2");
+    assert!(job.deliver_link(t1, 2, 1) >= 1, "node 2's request");
+    assert!(!job.mems[2].is_served(&read2), "node 1 cannot serve it yet");
+    assert!(
+        !job.mems[1].is_served(&write1),
+        "node 1 waits for the directory"
+    );
+
+    job.pump(t1);
+    assert_eq!(job.nodes[1].space.home(page), 1);
+    assert_eq!(job.nodes[2].space.home(page), 1);
+    assert!(job.mems[1].is_served(&write1), "node 1 writes its own page");
+    assert!(job.mems[2].is_served(&read2), "node 2's request was served");
+    job.mems[2].retire(&read2);
+    assert_eq!(
+        job.mems[2].try_load(addr, 8).expect("an access"),
+        Attempt::Done(vec![0; 8]),
+        "node 2 reads the page as it was before node 1's store"
+    );
+    // Node 1's store: its copy went out, so the home's write faults once more (to be seen
+    // from now on) and is served locally.
+    job.mems[1].retire(&write1);
+    if let Attempt::Faulted(again) = job.mems[1].try_store(addr, &[7; 8]).expect("an access") {
+        job.nodes[1].serve_faults(t1).expect("node 1's fault");
+        job.pump(t1);
+        assert!(job.mems[1].is_served(&again), "served at the home");
+        job.mems[1].retire(&again);
+        assert_eq!(
+            job.mems[1].try_store(addr, &[7; 8]).expect("an access"),
+            Attempt::Done(())
+        );
+    }
+    assert_eq!(job.mems[1].contents(addr).expect("present")[..8], [7; 8]);
 }

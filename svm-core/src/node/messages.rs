@@ -55,19 +55,37 @@ impl Node {
         msg: Msg,
         data: &[u8],
     ) -> Result<(), EngineError> {
-        if from != self.me {
+        // A directory's question and answer never wait behind held-back messages: a held-back
+        // message may itself wait for an answer (`held_back`), and neither depends on the order
+        // of what else the two nodes sent.
+        let directory = matches!(msg, Msg::HomeQuery { .. } | Msg::HomeIs { .. });
+        if from != self.me && !directory {
             if !st.deferred[from as usize].is_empty() {
                 st.deferred[from as usize].push_back((msg, data.to_vec()));
                 return Ok(());
             }
-            if let Msg::Proto { msg: pm, .. } = &msg {
-                if self.space.is_unknown_collective(pm.page()) {
-                    st.deferred[from as usize].push_back((msg, data.to_vec()));
-                    return Ok(());
-                }
+            if self.held_back(st, &msg) {
+                st.deferred[from as usize].push_back((msg, data.to_vec()));
+                return Ok(());
             }
         }
         self.dispatch(st, from, msg, data)
+    }
+
+    /// Whether a protocol message from another node must wait (with everything that node sends
+    /// after it) before the protocol sees it: its page lies in a collective allocation this
+    /// node has not made yet, or is a first-touch page whose home this node has asked its
+    /// directory for and not yet heard. The second happens in jobs of three or more nodes:
+    /// the directory tells this node and a third that this node is the home, and the third's
+    /// request can arrive before the directory's answer; taken at once, it would reach a
+    /// protocol that does not yet know it is the page's home.
+    fn held_back(&self, st: &EngineState, msg: &Msg) -> bool {
+        let Msg::Proto { msg: pm, .. } = msg else {
+            return false;
+        };
+        let page = pm.page();
+        self.space.is_unknown_collective(page)
+            || (!st.home_queries.is_empty() && st.home_queries.contains(&page))
     }
 
     pub(super) fn dispatch(
@@ -129,6 +147,9 @@ impl Node {
                     let proto = self.space.proto_of(page);
                     self.fault_to_protocol(st, page, proto, need)?;
                 }
+                if st.deferred.iter().any(|q| !q.is_empty()) {
+                    self.retry_deferred_in(st)?;
+                }
             }
             Msg::User { tag } => {
                 let mut b = self.user_box.lock().unwrap_or_else(|p| p.into_inner());
@@ -154,7 +175,8 @@ impl Node {
         Ok(())
     }
 
-    /// Re-examines messages held back for collective pages (after a collective allocation).
+    /// Re-examines the messages held back (`held_back`): after a collective allocation, or
+    /// once the directory told this node a page's home.
     pub fn retry_deferred(&self) {
         let mut st = self.lock_state();
         if let Err(e) = self.retry_deferred_in(&mut st) {
@@ -165,10 +187,8 @@ impl Node {
     fn retry_deferred_in(&self, st: &mut EngineState) -> Result<(), EngineError> {
         for from in 0..self.nodes as usize {
             while let Some((msg, _)) = st.deferred[from].front() {
-                if let Msg::Proto { msg: pm, .. } = msg {
-                    if self.space.is_unknown_collective(pm.page()) {
-                        break;
-                    }
+                if self.held_back(st, msg) {
+                    break;
                 }
                 let (msg, data) = st.deferred[from].pop_front().expect("front exists");
                 self.dispatch(st, from as NodeId, msg, &data)?;
