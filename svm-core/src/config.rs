@@ -120,7 +120,7 @@ pub struct Config {
 }
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
-pub const DEFAULT_HOLD_US: u64 = 3_000;
+pub const DEFAULT_HOLD_US: u64 = 10_000;
 
 /// The default of `SVM_FLUSH_AFTER_US`; measurements in docs/protocols.md.
 pub const DEFAULT_FLUSH_AFTER_US: u64 = 1000;

@@ -201,6 +201,12 @@ pub struct ProtocolStats {
     /// Requests for a page this node kept a while before giving it up (sc-sw's minimum hold,
     /// `SVM_HOLD_US`).
     pub requests_held: u64,
+    /// Write faults on a held page whose write probe had lowered it, raised again without a
+    /// message (sc-sw; the page is still in use, its hold goes on).
+    pub hold_probe_rewrites: u64,
+    /// Holds ended early because their page went unwritten for a probe interval while a
+    /// request waited for it (sc-sw).
+    pub holds_ended_unwritten: u64,
     /// Requests for a page this node kept waiting because the thread it had fetched the
     /// page for had not run since (sc-sw; [`Context::install_unused`]).
     pub requests_kept_unused: u64,

@@ -142,6 +142,10 @@ pub struct Counters {
     pub pairs_dropped: u64,
     /// Requests for a page kept waiting by its holder's minimum hold (sc-sw, `SVM_HOLD_US`).
     pub requests_held: u64,
+    /// Write faults on held pages lowered by their write probe, raised again here (sc-sw).
+    pub hold_probe_rewrites: u64,
+    /// Holds ended early: the page went unwritten for a probe interval (sc-sw).
+    pub holds_ended_unwritten: u64,
     /// Requests for a page kept waiting because the thread it was fetched for had not run
     /// yet (sc-sw).
     pub requests_kept_unused: u64,
@@ -228,6 +232,12 @@ pub struct Stats {
     /// Requests for a page this node kept waiting until its minimum hold ended or it
     /// released (sc-sw, `SVM_HOLD_US`).
     pub requests_held: u64,
+    /// Write faults on held pages lowered by their write probe, raised again without a
+    /// message (sc-sw).
+    pub hold_probe_rewrites: u64,
+    /// Holds this node ended early because the page went unwritten for a probe interval while
+    /// a request waited (sc-sw).
+    pub holds_ended_unwritten: u64,
     /// Requests for a page this node kept waiting because the thread it had fetched the
     /// page for had not run since it was woken (sc-sw; `Context::install_unused`).
     pub requests_kept_unused: u64,
@@ -298,6 +308,8 @@ impl Stats {
             pages_paired: c.pages_paired,
             pairs_dropped: c.pairs_dropped,
             requests_held: c.requests_held,
+            hold_probe_rewrites: c.hold_probe_rewrites,
+            holds_ended_unwritten: c.holds_ended_unwritten,
             requests_kept_unused: c.requests_kept_unused,
             requests_kept_for_lock: c.requests_kept_for_lock,
             lock_pages_asked: c.lock_pages_asked,
@@ -339,7 +351,7 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} kept_unused={} pushed={} dropped={} lock_pages={} kept_for_lock={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} kept_unused={} pushed={} dropped={} lock_pages={} kept_for_lock={} hold_rewrites={} holds_unwritten={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
@@ -355,7 +367,9 @@ impl fmt::Display for Stats {
             self.pages_pushed,
             self.copies_dropped,
             self.lock_pages_asked,
-            self.requests_kept_for_lock
+            self.requests_kept_for_lock,
+            self.hold_probe_rewrites,
+            self.holds_ended_unwritten
         )?;
         writeln!(
             f,

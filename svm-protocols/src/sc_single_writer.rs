@@ -25,7 +25,7 @@ use svm_core::protocol::{
 
 #[path = "sc_single_writer_hold.rs"]
 mod hold;
-use hold::Holds;
+use hold::{Holds, Probe};
 #[path = "sc_single_writer_ahead.rs"]
 mod ahead;
 #[path = "sc_single_writer_manager.rs"]
@@ -126,6 +126,8 @@ struct NodePage {
     /// This node dropped its copy at this barrier arrival (`ScSingleWriter::arrivals`) and has
     /// not had the page since.
     dropped_at: Option<u64>,
+    /// Where the page stands in the write probe of its hold (see [`Holds`]).
+    probe: Probe,
 }
 
 /// An operation the manager has started and not yet completed.
@@ -342,6 +344,7 @@ impl ScSingleWriter {
             pushed_copy: false,
             drop_after_use: false,
             dropped_at: None,
+            probe: Probe::Off,
         })
     }
 
@@ -377,6 +380,10 @@ impl ScSingleWriter {
         if to == ctx.me() && attach.is_none() {
             self.local.push_back(msg);
         } else {
+            if let Some(np) = attach.and_then(|page| self.pages.get_mut(&page)) {
+                // A copy leaves: the page is no longer this node's only copy.
+                np.probe = Probe::Off;
+            }
             out.push(Action::Send { to, msg, attach });
         }
     }
@@ -389,7 +396,9 @@ impl ScSingleWriter {
         access: Access,
         out: &mut Vec<Action>,
     ) {
-        self.node_page(ctx, page).access = access;
+        let np = self.node_page(ctx, page);
+        np.access = access;
+        np.probe = Probe::Off;
         out.push(Action::SetAccess { page, access });
     }
 
@@ -408,6 +417,9 @@ impl ScSingleWriter {
             if let Some(keep) = self.holds.keeps(ctx, page, hold::fwd_requester(msg)) {
                 self.holds.deferred.push((from, msg.clone()));
                 self.count_kept(keep);
+                if keep == hold::Keep::Hold {
+                    self.probe_hold(ctx, page, out);
+                }
                 return;
             }
         }
@@ -634,6 +646,7 @@ impl ScSingleWriter {
         }
         let np = self.node_page(ctx, page);
         np.access = access;
+        np.probe = Probe::Off;
         np.pushed_copy = false;
         np.dropped_at = None;
         // A read grant does not answer an outstanding write request (read-ahead can bring one
@@ -781,6 +794,9 @@ impl Protocol for ScSingleWriter {
             }
             return;
         }
+        if access == Access::Write && self.rewrite_probed(page, out) {
+            return;
+        }
         let arrivals = self.arrivals;
         let np = self.node_page(ctx, page);
         if np.access >= access {
@@ -915,6 +931,7 @@ impl Protocol for ScSingleWriter {
             s.unconfirmed.retain(|p| !pages.contains(p));
         }
         self.holds.until.retain(|(_, p)| !pages.contains(p));
+        self.holds.probes.retain(|(_, p)| !pages.contains(p));
         self.holds.rechecks.retain(|p| !pages.contains(p));
         self.to_push.retain(|p| !pages.contains(p));
         self.drop_after_next.retain(|p| !pages.contains(p));

@@ -127,26 +127,58 @@ fn regain_after_loss(n: &mut At, t: u64) {
     n.at(t).msg(0, write_grant(P));
 }
 
-/// Node 1 holds P from 100 on, and node 2's request for it waits (forwarded at 150).
-fn held_with_a_waiting_request() -> At {
-    let mut n = node(ScSingleWriter::new().with_hold(HOLD), 1, 0);
+/// Only the write probe's lowering of `page` to read: the request waits.
+fn probe_lowers(out: &[Action], page: PageId) -> bool {
+    out == [Action::SetAccess {
+        page,
+        access: Access::Read,
+    }]
+}
+
+/// Node 1 holds P from 100 on (for `hold`), and node 2's request for it waits (forwarded at
+/// 150): the write probe lowers P to read.
+fn held_for_with_a_waiting_request(hold: u64) -> At {
+    let mut n = node(ScSingleWriter::new().with_hold(hold), 1, 0);
     regain_after_loss(&mut n, 100);
-    assert!(
-        n.at(150).msg(0, fwd_write(P, 2)).is_empty(),
-        "the request waits"
-    );
+    let out = n.at(150).msg(0, fwd_write(P, 2));
+    assert!(probe_lowers(&out, P), "the request waits: {out:?}");
     n
 }
 
+fn held_with_a_waiting_request() -> At {
+    held_for_with_a_waiting_request(HOLD)
+}
+
+/// The thread of `n` writes `page` (lowered by its write probe) just before each probe is
+/// due, up to `end`: write access comes back without a message each time, and each probe
+/// lowers the page again.
+fn keep_writing_until(n: &mut At, page: PageId, end: u64) {
+    while let Some(t) = n.p.next_timer().filter(|&t| t < end) {
+        let out = n.at(t - 1).fault(page, Access::Write);
+        assert_eq!(
+            out,
+            [Action::SetAccess {
+                page,
+                access: Access::Write
+            }],
+            "raised here at {}",
+            t - 1
+        );
+        let out = n.at(t).timer();
+        assert!(probe_lowers(&out, page), "probed again at {t}: {out:?}");
+    }
+}
+
 #[test]
-fn a_page_written_again_after_another_node_took_it_is_kept_until_the_hold_ends() {
+fn a_page_written_again_after_another_node_took_it_is_kept_while_written_until_the_hold_ends() {
     let mut n = node(ScSingleWriter::new().with_hold(HOLD), 1, 0);
     regain_after_loss(&mut n, 100);
     assert_eq!(n.p.next_timer(), Some(100 + HOLD));
     assert!(!n.p.quiescent(), "a release must run while a page is held");
     let out = n.at(150).msg(0, fwd_write(P, 2));
-    assert!(out.is_empty(), "the request waits: {out:?}");
+    assert!(probe_lowers(&out, P), "the request waits: {out:?}");
     assert_eq!(n.p.stats().requests_held, 1);
+    keep_writing_until(&mut n, P, 100 + HOLD);
     assert!(
         n.at(100 + HOLD - 1).timer().is_empty(),
         "not before the hold ends"
@@ -186,7 +218,8 @@ fn a_release_ends_every_hold_before_it_completes_and_starts_a_new_epoch() {
 fn a_holder_whose_thread_waits_for_another_node_keeps_its_holds() {
     let mut n = held_with_a_waiting_request();
     // The thread now needs Q from node 0: node 2's request for P still waits (it waits for a
-    // lower rank; node 1 can never wait for a hold of node 2's).
+    // lower rank; node 1 can never wait for a hold of node 2's), as long as P is written
+    // (by another thread of node 1, or by this one once Q is in).
     let out = n.at(160).fault(Q, Access::Read);
     assert!(!gives(&out, P, 2), "{out:?}");
     assert!(out.contains(&Action::Send {
@@ -194,6 +227,7 @@ fn a_holder_whose_thread_waits_for_another_node_keeps_its_holds() {
         msg: ProtoMsg::ReadReq { page: Q },
         attach: None
     }));
+    keep_writing_until(&mut n, P, 100 + HOLD);
     assert_eq!(n.p.next_timer(), Some(100 + HOLD));
     assert!(gives(&n.at(100 + HOLD).timer(), P, 2));
 }
@@ -232,7 +266,8 @@ fn a_home_that_owns_a_held_page_keeps_requests_in_its_queue_until_the_hold_ends(
     h.at(30).msg(1, write_grant(P));
     assert_eq!(h.p.next_timer(), Some(30 + HOLD));
     // Node 1 asks again, and node 2 reads: both wait in the manager's queue, in order.
-    assert!(h.at(40).msg(1, ProtoMsg::WriteReq { page: P }).is_empty());
+    let out = h.at(40).msg(1, ProtoMsg::WriteReq { page: P });
+    assert!(probe_lowers(&out, P), "{out:?}");
     assert!(h.at(50).msg(2, ProtoMsg::ReadReq { page: P }).is_empty());
     assert_eq!(h.p.stats().requests_held, 2);
     let out = h.at(30 + HOLD).timer();
@@ -291,4 +326,75 @@ fn a_home_that_owns_a_page_its_thread_has_not_used_keeps_requests_in_its_queue()
     assert!(gives(&out, P, 1), "{out:?}");
     assert_read_forwarded_to_new_owner(&out);
     assert!(h.p.next_timer().is_none());
+}
+
+/// A hold of several write probes, and a probe's interval.
+const LONG_HOLD: u64 = 10_000;
+const PROBE: u64 = LONG_HOLD / hold::PROBE_SHARE;
+
+#[test]
+fn a_held_page_left_unwritten_for_a_probe_interval_is_given_up_early() {
+    let mut n = held_for_with_a_waiting_request(LONG_HOLD);
+    assert_eq!(n.p.next_timer(), Some(150 + PROBE), "the probe's end");
+    assert!(n.at(150 + PROBE - 1).timer().is_empty());
+    let out = n.at(150 + PROBE).timer();
+    assert!(gives(&out, P, 2), "not written: given up: {out:?}");
+    assert_eq!(n.p.stats().holds_ended_unwritten, 1);
+    assert!(n.p.next_timer().is_none() && n.p.quiescent());
+}
+
+#[test]
+fn a_held_page_written_in_every_probe_interval_stays_until_the_hold_ends() {
+    let mut n = held_for_with_a_waiting_request(LONG_HOLD);
+    let mut t = 150;
+    for round in 1..=3 {
+        // The thread writes P again: write access comes back without a message.
+        let out = n.at(t + 10).fault(P, Access::Write);
+        assert_eq!(
+            out,
+            [Action::SetAccess {
+                page: P,
+                access: Access::Write
+            }],
+            "round {round}"
+        );
+        t += PROBE;
+        let out = n.at(t).timer();
+        assert!(probe_lowers(&out, P), "written: probed again: {out:?}");
+    }
+    assert_eq!(n.p.stats().hold_probe_rewrites, 3);
+    assert_eq!(n.p.stats().holds_ended_unwritten, 0);
+    // Written in every interval up to the hold's end: given up then.
+    n.at(t + 10).fault(P, Access::Write);
+    let out = n.at(100 + LONG_HOLD).timer();
+    assert!(gives(&out, P, 2), "{out:?}");
+}
+
+#[test]
+fn a_copy_sent_ends_the_probe_so_the_next_write_asks_the_manager() {
+    let mut n = held_for_with_a_waiting_request(LONG_HOLD);
+    // Node 0 (a lower rank, never held up) reads P: it gets a copy from the lowered page.
+    let out = n.at(160).msg(0, ProtoMsg::FwdRead { page: P, to: 0 });
+    assert!(
+        out.iter().any(|a| matches!(
+            a,
+            Action::Send {
+                to: 0,
+                attach: Some(_),
+                ..
+            }
+        )),
+        "{out:?}"
+    );
+    // Another copy exists now: the write must go through the manager.
+    let out = n.at(170).fault(P, Access::Write);
+    assert!(
+        out.contains(&Action::Send {
+            to: 0,
+            msg: ProtoMsg::WriteReq { page: P },
+            attach: None
+        }),
+        "{out:?}"
+    );
+    assert_eq!(n.p.stats().hold_probe_rewrites, 0);
 }

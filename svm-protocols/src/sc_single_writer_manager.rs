@@ -24,6 +24,9 @@ impl ScSingleWriter {
         if m.owner == ctx.me() && from != ctx.me() {
             if let Some(keep) = self.holds.keep_reason(ctx, page, Some(from)) {
                 self.count_kept(keep);
+                if keep == hold::Keep::Hold {
+                    self.probe_hold(ctx, page, out);
+                }
             }
         }
         self.mgr_advance(ctx, page, out);

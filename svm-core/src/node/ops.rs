@@ -183,6 +183,8 @@ impl Node {
             c.pages_paired += ps.pages_paired;
             c.pairs_dropped += ps.pairs_dropped;
             c.requests_held += ps.requests_held;
+            c.hold_probe_rewrites += ps.hold_probe_rewrites;
+            c.holds_ended_unwritten += ps.holds_ended_unwritten;
             c.requests_kept_unused += ps.requests_kept_unused;
             c.requests_kept_for_lock += ps.requests_kept_for_lock;
             c.pages_pushed += ps.pages_pushed;

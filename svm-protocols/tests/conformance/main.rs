@@ -168,6 +168,8 @@ impl Sim for EngineCluster {
             pages_paired: st.pages_paired,
             migratory_upgrades: st.migratory_upgrades,
             requests_held: st.requests_held,
+            hold_probe_rewrites: st.hold_probe_rewrites,
+            holds_ended_unwritten: st.holds_ended_unwritten,
             requests_kept_unused: st.requests_kept_unused,
             pages_written_ahead: st.pages_written_ahead,
             pages_pushed: st.pages_pushed,

@@ -300,13 +300,15 @@ const SC_SW_ALL_OPTIONS: Subject = Subject {
 
 /// Two nodes write their own word of one page in turns, with no synchronisation between the
 /// writes (false sharing), then meet at a barrier and read both words: under the minimum hold
-/// requests for the page wait for holds in some runs, and every write survives. Returns the
+/// requests for the page wait for holds in some runs, a holder's write probe lowers the page
+/// and the holder's next write raises it again in some, and every write survives. Returns the
 /// requests kept for a thread that had not run since its page came (the protocol
 /// simulator models those threads; the engine simulator's threads have no clock).
 fn falsely_shared_writes_under_holds<C: Sim>() -> u64 {
     const WRITES: u64 = 12;
     let s = SC_SW_ALL_OPTIONS;
     let mut held = 0;
+    let mut rewritten = 0;
     let mut kept_unused = 0;
     for seed in 0..seeds().min(200) {
         let mut c = cluster::<C>(&s, 2, seed);
@@ -345,12 +347,18 @@ fn falsely_shared_writes_under_holds<C: Sim>() -> u64 {
         for n in 0..2 {
             let st = c.protocol_stats(n);
             held += st.requests_held;
+            rewritten += st.hold_probe_rewrites;
             kept_unused += st.requests_kept_unused;
         }
     }
     assert!(
         held > 0,
         "{} simulator: no request ever waited for a hold",
+        C::KIND
+    );
+    assert!(
+        rewritten > 0,
+        "{} simulator: no held page was ever written again after its probe lowered it",
         C::KIND
     );
     kept_unused
