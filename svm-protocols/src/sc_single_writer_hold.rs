@@ -315,14 +315,11 @@ impl ScSingleWriter {
             ended.push(page);
         }
         if !ended.is_empty() && !self.holds.probes.is_empty() {
-            let holds = &self.holds;
-            let live: VecDeque<_> = holds
+            // Probes of holds that just ended are over too.
+            let until = &self.holds.until;
+            self.holds
                 .probes
-                .iter()
-                .copied()
-                .filter(|&(_, p)| holds.is_held(p, now))
-                .collect();
-            self.holds.probes = live;
+                .retain(|&(_, p)| until.iter().any(|&(t, q)| q == p && t > now));
         }
         self.resume_held(ctx, &ended, out);
     }
