@@ -177,19 +177,8 @@ pub fn alloc_collective_with<T: bytemuck::Pod>(
     home: SpaceHome,
 ) -> Result<SharedSlice<T>> {
     let n = node()?;
-    let bytes = bytes_of::<T>(len, n)?;
-    let addr = n
-        .space
-        .alloc_collective(bytes, home)
-        .map_err(|err| SvmError::Space { node: n.me, err })?;
-    if crate::profile::on() {
-        crate::profile::allocated(addr, bytes, true, std::panic::Location::caller());
-    }
-    n.retry_deferred();
-    Ok(SharedSlice {
-        addr,
-        len,
-        _t: PhantomData,
+    collective_slice(n, len, std::panic::Location::caller(), |bytes| {
+        n.space.alloc_collective(bytes, home)
     })
 }
 
@@ -205,13 +194,23 @@ pub fn alloc_collective_in<T: bytemuck::Pod>(
     let n = node()?;
     let proto = crate::protocol::protocol_id(protocol)
         .ok_or_else(|| SvmError::UnknownProtocol(protocol.to_string()))?;
+    collective_slice(n, len, std::panic::Location::caller(), |bytes| {
+        n.space.alloc_collective_proto(bytes, home, proto)
+    })
+}
+
+/// A collective allocation of `len` elements by `alloc` (given the bytes), recorded for the
+/// profiler at `caller`; messages held back for its pages are looked at again.
+fn collective_slice<T: bytemuck::Pod>(
+    n: &Node,
+    len: usize,
+    caller: &'static std::panic::Location<'static>,
+    alloc: impl FnOnce(usize) -> std::result::Result<usize, SpaceError>,
+) -> Result<SharedSlice<T>> {
     let bytes = bytes_of::<T>(len, n)?;
-    let addr = n
-        .space
-        .alloc_collective_proto(bytes, home, proto)
-        .map_err(|err| SvmError::Space { node: n.me, err })?;
+    let addr = alloc(bytes).map_err(|err| SvmError::Space { node: n.me, err })?;
     if crate::profile::on() {
-        crate::profile::allocated(addr, bytes, true, std::panic::Location::caller());
+        crate::profile::allocated(addr, bytes, true, caller);
     }
     n.retry_deferred();
     Ok(SharedSlice {
