@@ -794,11 +794,16 @@ impl Protocol for ScSingleWriter {
             }
             return;
         }
-        if access == Access::Write && self.rewrite_probed(page, out) {
-            return;
-        }
         let arrivals = self.arrivals;
         let np = self.node_page(ctx, page);
+        if access == Access::Write && np.raise_probed() {
+            self.stats.hold_probe_rewrites += 1;
+            out.push(Action::SetAccess {
+                page,
+                access: Access::Write,
+            });
+            return;
+        }
         if np.access >= access {
             return; // already granted; the engine wakes the thread itself
         }

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
 
-use super::ScSingleWriter;
+use super::{NodePage, ScSingleWriter};
 
 /// The minimum hold (after Mirage's time window Δ, Fleisch & Popek, SOSP 1989): a node that
 /// regains write access to a page another node took from it since its last release keeps the
@@ -143,6 +143,24 @@ impl Holds {
     }
 }
 
+impl NodePage {
+    /// A write fault on the page: if its write probe lowered it, write access comes back here
+    /// without a message (the only copy is this node's); the caller sets the page's access.
+    /// Whether it did.
+    pub(super) fn raise_probed(&mut self) -> bool {
+        if self.probe != Probe::Lowered
+            || !self.is_owner
+            || self.access != Access::Read
+            || self.outstanding.is_some()
+        {
+            return false;
+        }
+        self.probe = Probe::Rewritten;
+        self.access = Access::Write;
+        true
+    }
+}
+
 impl ScSingleWriter {
     /// Another node took this node's access to `page` (see `NodePage::lost_in`).
     pub(super) fn access_taken(&mut self, ctx: &dyn Context, page: PageId) {
@@ -179,29 +197,6 @@ impl ScSingleWriter {
         self.holds
             .probes
             .push_back((ctx.now().saturating_add(wait), page));
-    }
-
-    /// A write fault on `page`: if its probe lowered it, write access comes back here (the
-    /// only copy is this node's). Whether it did.
-    pub(super) fn rewrite_probed(&mut self, page: PageId, out: &mut Vec<Action>) -> bool {
-        let Some(np) = self.pages.get_mut(&page) else {
-            return false;
-        };
-        if np.probe != Probe::Lowered
-            || !np.is_owner
-            || np.access != Access::Read
-            || np.outstanding.is_some()
-        {
-            return false;
-        }
-        np.probe = Probe::Rewritten;
-        np.access = Access::Write;
-        out.push(Action::SetAccess {
-            page,
-            access: Access::Write,
-        });
-        self.stats.hold_probe_rewrites += 1;
-        true
     }
 
     /// The probes due by `now`: a held page written since its probe began is probed again;
