@@ -250,6 +250,15 @@ impl SyncOp {
     }
 }
 
+/// What a lock timer of the engine ends (`EngineState::lingers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LockTimer {
+    /// The linger of a released token (`SyncState::linger_expired`).
+    Linger,
+    /// The quantum of a remote request (`SyncState::quantum_expired`).
+    Quantum,
+}
+
 struct EngineState {
     /// Protocol instances by wire id (`PROTOCOL_NAMES`); None where unavailable.
     protocols: Vec<Option<Box<dyn Protocol>>>,
@@ -294,9 +303,10 @@ struct EngineState {
     finish_waiter: Option<Waiter>,
     /// True while handling a message from another node (fault accounting: remote vs local).
     handling_remote: bool,
-    /// Lock tokens lingering after a local release while a remote node waits: (when the
-    /// linger ends, in ns as `now`, lock).
-    lingers: Vec<(u64, u64)>,
+    /// Lock timers: tokens lingering after a local release while a remote node waits, and
+    /// the quanta of remote requests (`SyncEvent::Quantum`): (when it ends, in ns as `now`,
+    /// lock, which).
+    lingers: Vec<(u64, u64, LockTimer)>,
     /// The page each application thread was last woken for (`Context::install_unused`).
     installs: installs::Installs,
     /// The time of the step the engine is running, in ns of the monotonic clock (the clock of
@@ -456,7 +466,7 @@ pub struct Node {
     user_box: Mutex<VecDeque<UserMessage>>,
     user_cv: std::sync::Condvar,
     /// When the earliest armed timer is due (ns, as `EngineState::now`; `u64::MAX`: none) — a
-    /// lock token lingers (`EngineState::lingers`) or a protocol has a `next_timer` (sc-sw's
+    /// lock token lingers or a remote request's quantum ends (`EngineState::lingers`) or a protocol has a `next_timer` (sc-sw's
     /// minimum hold). Written under the state lock; the engine sleeps in epoll until then
     /// (`Node::run_timers`).
     timer_due: AtomicU64,

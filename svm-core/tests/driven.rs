@@ -165,6 +165,16 @@ fn a_released_token_lingers_until_the_drivers_time_reaches_its_end() {
         )
         .expect("node 1 waits for the token");
     assert_eq!(want.result(), None, "node 1 waits while node 0 holds it");
+    // The request starts its quantum at node 0; its end changes nothing while node 0's thread
+    // has had fewer than the minimum share of hand-offs.
+    let quantum = T0 + svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
+    assert_eq!(
+        job.nodes[0].poll_at(),
+        Some(quantum),
+        "the request's quantum"
+    );
+    job.nodes[0].poll_timers(quantum).expect("timers");
+    assert_eq!(job.pump(quantum), 0, "the quantum's end moves nothing");
     assert_eq!(job.nodes[0].poll_at(), None, "no timer before the release");
 
     // Node 0 releases at T1: the token lingers there for a local re-acquire.

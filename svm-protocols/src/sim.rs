@@ -428,6 +428,8 @@ enum Choice {
     Thread(ThreadId),
     /// The linger time of a released lock token on a node passes (`SyncEvent::Linger`).
     Linger(NodeId, u64),
+    /// The quantum of a remote request for a lock token on a node ends (`SyncEvent::Quantum`).
+    Quantum(NodeId, u64),
     /// A node's protocol timer comes due (`Protocol::next_timer`, sc-sw's minimum hold).
     Timer(NodeId),
 }
@@ -457,6 +459,8 @@ pub struct Cluster {
     crashed: Option<NodeId>,
     /// Lingering lock tokens (node, lock): their timers fire at random steps.
     lingers: Vec<(NodeId, u64)>,
+    /// Quanta of remote lock requests (node, lock): they end at random steps.
+    quanta: Vec<(NodeId, u64)>,
     /// Threads holding a lock taken through the fast path: thread → (lock, acquire hooks ran).
     fast_holders: HashMap<ThreadId, (u64, bool)>,
 }
@@ -504,6 +508,7 @@ impl Cluster {
             lock_waits: HashMap::new(),
             crashed: None,
             lingers: Vec::new(),
+            quanta: Vec::new(),
             fast_holders: HashMap::new(),
             cfg,
         }

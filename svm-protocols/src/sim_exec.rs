@@ -261,6 +261,11 @@ impl Cluster {
                         self.lingers.push((node, lock));
                     }
                 }
+                SyncEvent::Quantum { lock } => {
+                    if !self.quanta.contains(&(node, lock)) {
+                        self.quanta.push((node, lock));
+                    }
+                }
                 SyncEvent::TryFailed { waiter, .. } => {
                     let tid = self.check_waiter(node, waiter)?;
                     let t = &mut self.threads[tid];

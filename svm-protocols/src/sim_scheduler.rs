@@ -17,6 +17,11 @@ impl Cluster {
                     self.choices.push(Choice::Linger(node, lock));
                 }
             }
+            for &(node, lock) in &self.quanta {
+                if self.crashed != Some(node) {
+                    self.choices.push(Choice::Quantum(node, lock));
+                }
+            }
             for (i, nd) in self.nodes.iter().enumerate() {
                 if self.crashed != Some(i as NodeId) && nd.proto.next_timer().is_some() {
                     self.choices.push(Choice::Timer(i as NodeId));
@@ -60,6 +65,14 @@ impl Cluster {
                     self.lingers.retain(|&x| x != (node, lock));
                     let mut ev = Vec::new();
                     self.nodes[node as usize].sync.linger_expired(lock, &mut ev);
+                    self.sync_events(node, ev)?;
+                }
+                Choice::Quantum(node, lock) => {
+                    self.quanta.retain(|&x| x != (node, lock));
+                    let mut ev = Vec::new();
+                    self.nodes[node as usize]
+                        .sync
+                        .quantum_expired(lock, &mut ev);
                     self.sync_events(node, ev)?;
                 }
                 Choice::Timer(node) => {

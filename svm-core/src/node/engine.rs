@@ -406,7 +406,7 @@ impl Node {
 
     /// The earliest armed timer: a linger's end or a protocol's `next_timer` (ns, as `now`).
     pub(super) fn next_timer(st: &EngineState) -> Option<u64> {
-        let lingers = st.lingers.iter().map(|&(t, _)| t);
+        let lingers = st.lingers.iter().map(|&(t, _, _)| t);
         let protocols = st.protocols.iter().flatten().filter_map(|p| p.next_timer());
         lingers.chain(protocols).chain(st.release_deferred).min()
     }
@@ -416,17 +416,20 @@ impl Node {
     pub(super) fn run_timers(&self, st: &mut EngineState) -> Result<(), EngineError> {
         let mut ended = Vec::new();
         let now = st.now;
-        st.lingers.retain(|&(t, lock)| {
+        st.lingers.retain(|&(t, lock, which)| {
             if t <= now {
-                ended.push(lock);
+                ended.push((lock, which));
                 false
             } else {
                 true
             }
         });
-        for lock in ended {
+        for (lock, which) in ended {
             let mut evs = Vec::new();
-            st.sync.linger_expired(lock, &mut evs);
+            match which {
+                LockTimer::Linger => st.sync.linger_expired(lock, &mut evs),
+                LockTimer::Quantum => st.sync.quantum_expired(lock, &mut evs),
+            }
             self.run_sync_events(st, evs)?;
         }
         if st.release_deferred.is_some_and(|t| t <= now) {

@@ -49,7 +49,12 @@ impl Node {
                 }
                 SyncEvent::Linger { lock } => {
                     let until = st.now + crate::sync::LOCK_LINGER.as_nanos() as u64;
-                    st.lingers.push((until, lock));
+                    st.lingers.push((until, lock, LockTimer::Linger));
+                    self.arm_timer(until);
+                }
+                SyncEvent::Quantum { lock } => {
+                    let until = st.now + crate::sync::LOCK_QUANTUM.as_nanos() as u64;
+                    st.lingers.push((until, lock, LockTimer::Quantum));
                     self.arm_timer(until);
                 }
                 SyncEvent::BarrierDone {

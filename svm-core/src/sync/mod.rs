@@ -28,10 +28,23 @@ use svm_comm::wire::{LockNotice, NodeId, PageId, SyncMsg};
 /// Identifies one waiting thread (chosen by the engine).
 pub type Waiter = u64;
 
-/// Local hand-offs of a lock's token, after a remote node asked for it, before it moves there.
-/// 16 rather than 8: each move takes the critical section's pages along (measured in
-/// docs/sync.md); 2 made the lock-bound SPLASH-2 programs slower.
-pub const MAX_LOCAL_HANDOFFS: u32 = 16;
+/// Local hand-offs of a lock's token, after a remote node asked for it, that are always
+/// allowed before it moves there. 16 rather than 8: each move takes the critical section's
+/// pages along (measured in docs/sync.md); 2 made the lock-bound SPLASH-2 programs slower.
+pub const MIN_LOCAL_HANDOFFS: u32 = 16;
+
+/// The most local hand-offs of a token after a remote node asked for it (the fairness
+/// bound): beyond [`MIN_LOCAL_HANDOFFS`] the local threads keep the token only while the
+/// remote request is younger than [`LOCK_QUANTUM`]. A lock taken again every microsecond or
+/// two (SPLASH-2 raytrace's ray-id counter) would otherwise spend more time travelling than
+/// held: 16 hand-offs are ~20 µs of its work against ~100–300 µs per move.
+pub const MAX_LOCAL_HANDOFFS: u32 = 256;
+
+/// How long after a remote node asked for a token the local threads may go on taking it
+/// beyond [`MIN_LOCAL_HANDOFFS`] ([`SyncEvent::Quantum`]): a few moves of a token, so a
+/// lock that is taken again at once stays where it is used for a while, and one taken
+/// rarely (16 hand-offs outlast the quantum) moves as before.
+pub const LOCK_QUANTUM: std::time::Duration = std::time::Duration::from_micros(300);
 
 /// How long a released token waits for a local thread to take it again before it moves to
 /// the remote node that asked for it ([`SyncEvent::Linger`]).
@@ -55,6 +68,10 @@ pub enum SyncEvent {
     /// (within the fairness bound). Call [`SyncState::linger_expired`] after
     /// [`LOCK_LINGER`] (earlier or later is safe).
     Linger { lock: u64 },
+    /// A remote node asked for `lock`'s token: call [`SyncState::quantum_expired`] after
+    /// [`LOCK_QUANTUM`] (earlier or later is safe: earlier only shortens the local share
+    /// towards [`MIN_LOCAL_HANDOFFS`], later only lengthens it up to [`MAX_LOCAL_HANDOFFS`]).
+    Quantum { lock: u64 },
     /// Barrier complete for these waiters of this node; run the acquire with `notices` once,
     /// then wake them. `all_nodes`: a barrier of every node, one thread each
     /// ([`SyncState::barrier_all_arrive`]), which every node departs as it arrived. `nodes`:
@@ -117,6 +134,9 @@ struct NodeLock {
     handoffs: u32,
     /// Released while `next` waits: kept for a local re-acquire until `linger_expired`.
     lingering: bool,
+    /// [`LOCK_QUANTUM`] has passed since `next` was set: the local share ends at
+    /// [`MIN_LOCAL_HANDOFFS`].
+    quantum_over: bool,
     /// The write notices travelling with the token (page → the newest global-barrier epoch
     /// and release number of a release that named it); empty while the token is elsewhere.
     notices: BTreeMap<PageId, NoticeAge>,
@@ -128,6 +148,14 @@ struct NodeLock {
     /// newer ones. Without it a node would invalidate, at every acquire, every page any
     /// release of the lock ever named since the last global barrier — its own writes too.
     seen: u64,
+}
+
+impl NodeLock {
+    /// Whether the local threads may take the token once more while `next` waits.
+    fn local_share_left(&self) -> bool {
+        self.handoffs < MIN_LOCAL_HANDOFFS
+            || (!self.quantum_over && self.handoffs < MAX_LOCAL_HANDOFFS)
+    }
 }
 
 /// When a lock notice's page was last named: see [`LockNotice`].
@@ -340,6 +368,7 @@ impl SyncState {
         l.lingering = false;
         l.next = None;
         l.handoffs = 0;
+        l.quantum_over = false;
         let notices = std::mem::take(&mut l.notices)
             .into_iter()
             .map(|(page, a)| LockNotice {
@@ -371,7 +400,7 @@ impl SyncState {
     fn token_freed(&mut self, lock: u64, out: &mut Vec<SyncEvent>) {
         let l = self.locks.get_mut(&lock).expect("the token is here");
         let remote = l.next;
-        if remote.is_none() || l.handoffs < MAX_LOCAL_HANDOFFS {
+        if remote.is_none() || l.local_share_left() {
             if let Some((next, _)) = l.queue.pop_front() {
                 if remote.is_some() {
                     l.handoffs += 1;
@@ -411,7 +440,7 @@ impl SyncState {
             a.release = release;
         }
         l.owner = None;
-        if l.next.is_some() && l.queue.is_empty() && l.handoffs < MAX_LOCAL_HANDOFFS {
+        if l.next.is_some() && l.queue.is_empty() && l.local_share_left() {
             l.lingering = true;
             out.push(SyncEvent::Linger { lock });
             return Ok(());
@@ -432,6 +461,25 @@ impl SyncState {
         l.lingering = false;
         if l.token && l.owner.is_none() {
             self.token_freed(lock, out);
+        }
+    }
+
+    /// [`LOCK_QUANTUM`] has passed since a remote node asked for `lock` (see
+    /// [`SyncEvent::Quantum`]): the local threads' share ends at [`MIN_LOCAL_HANDOFFS`]; a
+    /// token lingering past that share moves on now.
+    pub fn quantum_expired(&mut self, lock: u64, out: &mut Vec<SyncEvent>) {
+        let Some(l) = self.locks.get_mut(&lock) else {
+            return;
+        };
+        if l.next.is_none() {
+            return;
+        }
+        l.quantum_over = true;
+        if l.lingering && !l.local_share_left() {
+            l.lingering = false;
+            if l.token && l.owner.is_none() {
+                self.token_freed(lock, out);
+            }
         }
     }
 
@@ -551,6 +599,8 @@ impl SyncState {
                 }
                 l.next = Some(to);
                 l.handoffs = 0;
+                l.quantum_over = false;
+                out.push(SyncEvent::Quantum { lock });
                 if l.token && l.owner.is_none() {
                     self.token_freed(lock, out);
                 }

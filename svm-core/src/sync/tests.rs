@@ -12,6 +12,9 @@ struct Net {
     nodes: Vec<SyncState>,
     wire: VecDeque<(NodeId, NodeId, SyncMsg)>,
     events: Vec<(NodeId, SyncEvent)>,
+    /// Quanta of remote requests started and not ended yet (node, lock): they end only when a
+    /// test says so ([`Net::end_quanta`]), so by default the local share is the largest.
+    quanta: Vec<(NodeId, u64)>,
     /// Messages sent so far.
     sent: usize,
 }
@@ -22,6 +25,7 @@ impl Net {
             nodes: (0..n).map(|me| SyncState::new(me, n)).collect(),
             wire: VecDeque::new(),
             events: Vec::new(),
+            quanta: Vec::new(),
             sent: 0,
         }
     }
@@ -33,6 +37,7 @@ impl Net {
                     self.sent += 1;
                     self.wire.push_back((node, to, msg))
                 }
+                SyncEvent::Quantum { lock } => self.quanta.push((node, lock)),
                 other => self.events.push((node, other)),
             }
         }
@@ -108,6 +113,15 @@ impl Net {
         }
     }
 
+    /// Ends the quanta of the remote requests so far (as if [`LOCK_QUANTUM`] passed).
+    fn end_quanta(&mut self) {
+        for (n, lock) in std::mem::take(&mut self.quanta) {
+            let mut out = Vec::new();
+            self.nodes[n as usize].quantum_expired(lock, &mut out);
+            self.absorb(n, out);
+        }
+    }
+
     fn take(&mut self) -> Vec<(NodeId, SyncEvent)> {
         std::mem::take(&mut self.events)
     }
@@ -138,7 +152,7 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
     net.settle();
     assert_eq!(net.granted(), vec![1]);
     // A thread of node 0 asks for it: the manager forwards the request to node 1.
-    net.acquire(0, 0, 100, false);
+    net.acquire(0, 0, 1000, false);
     net.settle();
     assert!(net.take().is_empty());
 
@@ -150,13 +164,13 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
         let g = net.granted();
         assert_eq!(g.len(), 1, "exactly one grant per release");
         order.push(g[0]);
-        holder = (if g[0] == 100 { 0 } else { 1 }, g[0]);
+        holder = (if g[0] == 1000 { 0 } else { 1 }, g[0]);
     }
-    // Node 1 keeps the lock for MAX_LOCAL_HANDOFFS hand-offs, then node 0's waiter gets it,
-    // then node 1's remaining waiters.
+    // Node 1 keeps the lock for MAX_LOCAL_HANDOFFS hand-offs (its quantum never ends here),
+    // then node 0's waiter gets it, then node 1's remaining waiters.
     let local = MAX_LOCAL_HANDOFFS as u64;
     let mut want: Vec<Waiter> = (1..=1 + local).collect();
-    want.push(100);
+    want.push(1000);
     want.extend(2 + local..=waiters);
     assert_eq!(order, want);
     assert_eq!(net.nodes[1].max_overtakes(), MAX_LOCAL_HANDOFFS);
@@ -212,7 +226,7 @@ fn the_token_stays_with_its_last_holder() {
 fn waiting_nodes_are_served_within_the_bound_along_the_chain() {
     // Three nodes; lock 1 is managed by node 1. Node 2 holds the token with many local
     // waiters; nodes 0 and 1 ask for it. Each waiting node gets it within
-    // MAX_LOCAL_HANDOFFS grants of the node ahead of it.
+    // MIN_LOCAL_HANDOFFS grants of the node ahead of it once the quanta have ended.
     let mut net = Net::new(3);
     for w in 1..=30 {
         net.acquire(2, 1, w, false);
@@ -223,6 +237,8 @@ fn waiting_nodes_are_served_within_the_bound_along_the_chain() {
     net.settle();
     net.acquire(1, 1, 200, false);
     net.settle();
+    // The requests are older than the quantum: the local share is the minimum.
+    net.end_quanta();
     let mut order = vec![1];
     let mut holder = (2u16, 1u64);
     while order.len() < 32 {
@@ -241,10 +257,10 @@ fn waiting_nodes_are_served_within_the_bound_along_the_chain() {
         );
     }
     let pos = |w| order.iter().position(|&x| x == w).unwrap();
-    assert_eq!(pos(100), 1 + MAX_LOCAL_HANDOFFS as usize);
+    assert_eq!(pos(100), 1 + MIN_LOCAL_HANDOFFS as usize);
     assert_eq!(pos(200), pos(100) + 1);
     for n in &net.nodes {
-        assert!(n.max_overtakes() <= MAX_LOCAL_HANDOFFS);
+        assert!(n.max_overtakes() <= MIN_LOCAL_HANDOFFS);
     }
 }
 
@@ -631,6 +647,64 @@ fn a_released_token_lingers_for_local_reacquires_within_the_bound() {
     // A late timer is harmless.
     let mut out = Vec::new();
     net.nodes[0].linger_expired(0, &mut out);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn the_local_share_beyond_the_minimum_ends_with_the_quantum() {
+    let mut net = Net::new(2);
+    // Node 1 holds lock 0 (manager node 0) with many local waiters; node 0 asks for it.
+    let waiters = MAX_LOCAL_HANDOFFS as u64;
+    for w in 1..=waiters {
+        net.acquire(1, 0, w, false);
+    }
+    net.settle();
+    assert_eq!(net.granted(), vec![1]);
+    // Node 0 passed the token at once on node 1's request; its quantum is moot.
+    net.quanta.clear();
+    net.acquire(0, 0, 100, false);
+    net.settle();
+    assert_eq!(
+        net.quanta,
+        vec![(1, 0)],
+        "the forwarded request starts a quantum"
+    );
+    // The quantum ends before the minimum share is used up: the minimum still holds.
+    net.end_quanta();
+    let mut holder = 1;
+    for _ in 0..MIN_LOCAL_HANDOFFS {
+        net.release(1, 0, holder, vec![]).unwrap();
+        net.settle();
+        let g = net.granted();
+        assert_eq!(g, vec![holder + 1]);
+        holder = g[0];
+    }
+    net.release(1, 0, holder, vec![]).unwrap();
+    net.settle();
+    assert_eq!(net.granted(), vec![100]);
+    assert_eq!(net.nodes[1].max_overtakes(), MIN_LOCAL_HANDOFFS);
+    // Node 1 asks again (its waiters remain): a new quantum at node 0, whose thread
+    // releases and takes the lock back beyond the minimum while the quantum lasts.
+    net.settle();
+    assert_eq!(net.quanta, vec![(0, 0)]);
+    for _ in 0..MIN_LOCAL_HANDOFFS + 5 {
+        net.release(0, 0, 100, vec![]).unwrap();
+        assert_eq!(net.take(), vec![(0, SyncEvent::Linger { lock: 0 })]);
+        net.acquire(0, 0, 100, false);
+        assert_eq!(net.granted(), vec![100]);
+    }
+    // Released and lingering past the minimum when the quantum ends: the token moves at
+    // once, without waiting for the linger.
+    net.release(0, 0, 100, vec![]).unwrap();
+    assert_eq!(net.take(), vec![(0, SyncEvent::Linger { lock: 0 })]);
+    net.end_quanta();
+    net.settle();
+    assert_eq!(net.granted(), vec![holder + 1]);
+    assert!(!net.nodes[0].lingering(0));
+    // A late quantum (no request waiting any more) changes nothing.
+    let mut out = Vec::new();
+    net.nodes[0].quantum_expired(0, &mut out);
+    net.nodes[1].quantum_expired(0, &mut out);
     assert!(out.is_empty());
 }
 
