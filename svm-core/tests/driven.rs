@@ -133,6 +133,65 @@ impl DrivenJob {
 }
 
 #[test]
+fn a_remote_requests_quantum_ends_the_holders_share_at_the_drivers_time() {
+    let mut job = driven_job(2);
+    let lock = |id| SyncOp::Lock {
+        id,
+        try_only: false,
+    };
+    // Node 0 takes lock 1 (managed by node 1); node 1 asks for it at T0.
+    let w0 = job.nodes[0].new_waiter();
+    let take = job.nodes[0].submit(T0, w0, lock(1)).expect("lock starts");
+    job.pump(T0);
+    assert_eq!(take.result(), Some(WaitResult::Granted));
+    let want = job.op(1, T0, lock(1)).expect("node 1 waits for the token");
+    let quantum = T0 + svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
+    assert_eq!(
+        job.nodes[0].poll_at(),
+        Some(quantum),
+        "the request's quantum"
+    );
+
+    // Within the quantum node 0's thread releases and takes the lock again more often than
+    // the minimum share, a microsecond apart: the token stays.
+    let mut now = T0;
+    for _ in 0..svm_core::sync::MIN_LOCAL_HANDOFFS + 8 {
+        now += 1_000;
+        let rel = job.nodes[0]
+            .submit(now, w0, SyncOp::Unlock(1))
+            .expect("unlock starts");
+        job.pump(now);
+        assert_eq!(rel.result(), Some(WaitResult::Released));
+        now += 1_000;
+        let again = job.nodes[0].submit(now, w0, lock(1)).expect("lock starts");
+        job.pump(now);
+        assert_eq!(
+            again.result(),
+            Some(WaitResult::Granted),
+            "taken again here"
+        );
+        assert_eq!(want.result(), None, "node 1 still waits");
+    }
+    assert!(now < quantum);
+
+    // The driver's time reaches the quantum's end while node 0 holds the lock: nothing moves
+    // then, and the next release hands the token over at once (no linger).
+    job.nodes[0].poll_timers(quantum).expect("timers");
+    assert_eq!(
+        job.pump(quantum),
+        0,
+        "the holder keeps its critical section"
+    );
+    assert_eq!(want.result(), None);
+    let rel = job.nodes[0]
+        .submit(quantum, w0, SyncOp::Unlock(1))
+        .expect("unlock starts");
+    assert!(job.pump(quantum) > 0, "the token moves at the release");
+    assert_eq!(rel.result(), Some(WaitResult::Released));
+    assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+}
+
+#[test]
 fn a_released_token_lingers_until_the_drivers_time_reaches_its_end() {
     let mut job = driven_job(2);
     // Lock 1 is managed by node 1; node 0 takes it (through its manager) and holds it.
