@@ -28,11 +28,17 @@ mod hold;
 use hold::{Holds, Probe};
 #[path = "sc_single_writer_ahead.rs"]
 mod ahead;
+#[path = "sc_single_writer_grants.rs"]
+mod grants;
 #[path = "sc_single_writer_manager.rs"]
 mod manager;
+#[path = "sc_single_writer_pairs.rs"]
+mod pairs;
 #[path = "sc_single_writer_push.rs"]
 mod push;
+
 use ahead::Stream;
+use pairs::Pair;
 
 /// A set of nodes (a growable bitset: one bit per node, any node count).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -219,28 +225,6 @@ impl ManagerPage {
     fn pushable_by(&self, me: NodeId) -> bool {
         self.owner == me && self.busy.is_none() && self.queue.is_empty() && !self.written_remotely
     }
-}
-
-/// Times a remembered pair (see [`Pair`]) is used before it must be seen again: a pair whose
-/// second page stopped being used costs at most this many needless requests.
-const PAIR_BUDGET: u8 = 8;
-
-/// Pages a request brings along behind it through remembered pairs, at most.
-const MAX_PAIRED: usize = 8;
-
-/// Node side: this node's request for a page was followed by its request for the next page
-/// (the two halves of a row, a struct straddling pages): the next requests for the first page
-/// ask for the second in the same breath, so both round trips overlap.
-#[derive(Debug, Clone, Copy)]
-struct Pair {
-    /// Access the second page was asked with.
-    access: Access,
-    /// Paired requests left before the pair must be observed again.
-    budget: u8,
-    /// A write access asked for through this pair was used (the thread wrote the page before
-    /// anyone took it): later ones are installed writable at once. Until then they come
-    /// read-only and exclusive (`NodePage::paired`), which costs a local fault per use.
-    trusted: bool,
 }
 
 /// Sequential consistency with a single writer and multiple readers; see the module docs.
@@ -537,162 +521,6 @@ impl ScSingleWriter {
         }
     }
 
-    /// This node gives `page` up: if it held it exclusively because a remembered pair asked
-    /// for write access (`NodePage::paired`) and never wrote it, another node wants the page,
-    /// so asking for it early only takes it from that node: forget the pair.
-    fn forget_unused_pair(&mut self, ctx: &dyn Context, page: PageId) {
-        let np = self.node_page(ctx, page);
-        if std::mem::take(&mut np.paired) && np.exclusive {
-            self.forget_pair_ending_at(page, |_| true);
-        }
-    }
-
-    /// Forgets the remembered pair whose second page is `page`, if `which` accepts it.
-    fn forget_pair_ending_at(&mut self, page: PageId, which: impl Fn(&Pair) -> bool) {
-        let Some(first) = page.checked_sub(1) else {
-            return;
-        };
-        if self.pairs.get(&first).is_some_and(which) {
-            self.pairs.remove(&first);
-            self.stats.pairs_dropped += 1;
-        }
-    }
-
-    /// This node (the owner) hands ownership and, if `transfer.with_data`, the contents to
-    /// `to`: write access, or the only copy read-only (`transfer.exclusive`).
-    fn give_up_ownership(
-        &mut self,
-        ctx: &dyn Context,
-        page: PageId,
-        to: NodeId,
-        transfer: Transfer,
-        out: &mut Vec<Action>,
-    ) {
-        // Another node writes the page too: asking for write access to it early, along with
-        // the page before, would only move it back and forth (radix's interleaved writes:
-        // 20,000-64,000 faults instead of 5,000-41,000 while such pairs were kept).
-        self.forget_pair_ending_at(page, |p| p.access == Access::Write);
-        let with_data = transfer.with_data;
-        let grant = if transfer.exclusive {
-            ProtoMsg::GrantExclusive { page, with_data }
-        } else {
-            ProtoMsg::Grant {
-                page,
-                access: Access::Write,
-                with_data,
-            }
-        };
-        if with_data {
-            // Stop local writes first, read the contents into the grant, then drop the copy.
-            if self.node_page(ctx, page).access == Access::Write {
-                self.set_access(ctx, page, Access::Read, out);
-            }
-            self.send(ctx, to, grant, Some(page), out);
-            self.set_access(ctx, page, Access::None, out);
-        } else {
-            self.set_access(ctx, page, Access::None, out);
-            self.send(ctx, to, grant, None, out);
-        }
-        self.node_page(ctx, page).is_owner = false;
-        self.access_taken(ctx, page);
-    }
-
-    /// Installs a grant of `access` (with ownership if `exclusive`: the only copy, read-only
-    /// until this node writes it).
-    #[allow(clippy::too_many_arguments)]
-    fn install_grant(
-        &mut self,
-        ctx: &dyn Context,
-        page: PageId,
-        access: Access,
-        with_data: bool,
-        exclusive: bool,
-        from: NodeId,
-        out: &mut Vec<Action>,
-    ) {
-        let home = ctx.home(page);
-        let np = self.node_page(ctx, page);
-        if np.drop_pending && from == home && access == Access::Read && !exclusive {
-            // Sent unasked (read-ahead, a push) before the home took this node out of the
-            // copyset for its dropped copy: the home does not count this copy. (An answer to
-            // a request of this node comes after the home's `DropAck`.)
-            return;
-        }
-        let granted = access;
-        let (access, exclusive) = if access == Access::Write && np.paired && !exclusive {
-            // Asked for through a pair and not faulted on yet: hold it as the only copy,
-            // read-only, until a write shows it is used (`NodePage::paired`).
-            (Access::Read, true)
-        } else {
-            (access, exclusive)
-        };
-        if access == Access::Read && np.access >= Access::Read && !exclusive {
-            // An unasked read grant (read-ahead, a push) crossed this node's own request for
-            // the page: the copy held is the same, and the manager counts this node a reader.
-            // The answer to the request may come from a third node (the owner), whose grant
-            // the manager waits to see confirmed.
-            if np.outstanding == Some(Access::Read) {
-                np.outstanding = None;
-            }
-            if from != home {
-                self.send(ctx, home, ProtoMsg::Done { page }, None, out);
-            }
-            return;
-        }
-        if with_data {
-            out.push(Action::InstallIncoming { page, access });
-        } else {
-            out.push(Action::SetAccess { page, access });
-        }
-        let np = self.node_page(ctx, page);
-        np.access = access;
-        np.probe = Probe::Off;
-        np.pushed_copy = false;
-        np.dropped_at = None;
-        // A read grant does not answer an outstanding write request (read-ahead can bring one
-        // while the node waits for write access).
-        if np.outstanding.is_some_and(|o| granted >= o) {
-            np.outstanding = None;
-        }
-        let mut became_owner = false;
-        if access == Access::Write || exclusive {
-            became_owner = !np.is_owner;
-            np.is_owner = true;
-        }
-        np.exclusive = exclusive;
-        let upgrade = np.outstanding.is_none()
-            && std::mem::take(&mut np.upgrade_wanted)
-            && access < Access::Write;
-        if became_owner {
-            self.stats.ownership_received += 1;
-        }
-        if access == Access::Write {
-            self.maybe_hold(ctx, page);
-            self.note_written(ctx, page);
-        }
-        if from != home {
-            self.send(ctx, home, ProtoMsg::Done { page }, None, out);
-        }
-        if upgrade && exclusive {
-            // The write that faulted while the read was under way: the only copy is here.
-            self.exclusive_upgrade(ctx, page, out);
-        } else if upgrade {
-            self.node_page(ctx, page).outstanding = Some(Access::Write);
-            self.send(ctx, home, ProtoMsg::WriteReq { page }, None, out);
-        }
-    }
-
-    /// A write fault on a page this node holds exclusively (see [`NodePage::exclusive`]): no
-    /// other copy exists and the manager counts this node the owner with an empty copyset,
-    /// exactly the state a granted write request leaves, so write access is taken here.
-    fn exclusive_upgrade(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
-        self.node_page(ctx, page).exclusive = false;
-        self.stats.migratory_upgrades += 1;
-        self.set_access(ctx, page, Access::Write, out);
-        self.maybe_hold(ctx, page);
-        self.note_written(ctx, page);
-    }
-
     /// Asks the manager for `access` to `page` unless a request that covers it is under way
     /// (a read under way, write wanted: asked once the read copy is in). Whether it asked.
     fn request(
@@ -718,56 +546,6 @@ impl ScSingleWriter {
         };
         self.send(ctx, ctx.home(page), msg, None, out);
         true
-    }
-
-    /// This node just asked for `page` on a fault: if its previous request was for the page
-    /// before (same region, same manager), remember the pair.
-    fn learn_pair(&mut self, ctx: &dyn Context, page: PageId, access: Access) {
-        if let Some(prev) = self.last_request {
-            if prev.checked_add(1) == Some(page)
-                && ctx.same_region(prev, page)
-                && ctx.home(prev) == ctx.home(page)
-            {
-                self.pairs.insert(
-                    prev,
-                    Pair {
-                        access,
-                        budget: PAIR_BUDGET,
-                        trusted: false,
-                    },
-                );
-            }
-        }
-        self.last_request = Some(page);
-    }
-
-    /// Asks for the pages remembered behind `page` (see [`Pair`]) along with it, each as
-    /// its own request, as if the thread had already touched it: sequential consistency
-    /// only depends on which copies exist when a thread accesses a page, never on why they
-    /// were asked for.
-    fn request_paired(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
-        let mut first = page;
-        for _ in 0..MAX_PAIRED {
-            let Some(pair) = self.pairs.get_mut(&first) else {
-                break;
-            };
-            let (access, trusted) = (pair.access, pair.trusted);
-            pair.budget -= 1;
-            if pair.budget == 0 {
-                self.pairs.remove(&first);
-            }
-            let next = first + 1;
-            let np = self.node_page(ctx, next);
-            if np.access < access && !np.exclusive {
-                if !self.request(ctx, next, access, out) {
-                    break;
-                }
-                self.node_page(ctx, next).paired = !trusted;
-                self.stats.pages_paired += 1;
-            }
-            self.last_request = Some(next);
-            first = next;
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Unit tests of sc-sw's node and manager sides (migratory pages, read-ahead, remembered
 //! pairs), driven without a cluster.
 
+use super::pairs::PAIR_BUDGET;
 use super::*;
 use svm_core::protocol::StaticContext;
 
