@@ -157,42 +157,22 @@ impl Window {
             proc_mem: None,
         };
         match backing {
-            Backing::AnonymousForced => {
-                w.proc_mem = Some(open_proc_mem().map_err(|e| SysError::Call {
-                    call: "open(/proc/self/mem)",
-                    errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-                })?);
+            Backing::AnonymousForced | Backing::Anonymous => {
+                // userfaultfd catches faults in readable, writable memory; the segv backend's
+                // window starts closed, its contents reached through /proc/self/mem.
+                let prot = if backing == Backing::AnonymousForced {
+                    w.proc_mem = Some(open_proc_mem().map_err(|e| SysError::Call {
+                        call: "open(/proc/self/mem)",
+                        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                    })?);
+                    ProtFlags::PROT_NONE
+                } else {
+                    ProtFlags::PROT_READ | ProtFlags::PROT_WRITE
+                };
                 // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the kernel
                 // fails with EEXIST instead. The new mapping is owned by the returned Window.
-                let p = unsafe {
-                    mmap_anonymous(
-                        addr,
-                        len,
-                        ProtFlags::PROT_NONE,
-                        fixed | MapFlags::MAP_PRIVATE,
-                    )
-                }
-                .map_err(taken)?;
-                w.maps.push(Mapping {
-                    base: p.as_ptr() as usize,
-                    size,
-                    alias: None,
-                    memfd: None,
-                    unmap_base: true,
-                });
-            }
-            Backing::Anonymous => {
-                // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; the kernel
-                // fails with EEXIST instead. The new mapping is owned by the returned Window.
-                let p = unsafe {
-                    mmap_anonymous(
-                        addr,
-                        len,
-                        ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                        fixed | MapFlags::MAP_PRIVATE,
-                    )
-                }
-                .map_err(taken)?;
+                let p = unsafe { mmap_anonymous(addr, len, prot, fixed | MapFlags::MAP_PRIVATE) }
+                    .map_err(taken)?;
                 w.maps.push(Mapping {
                     base: p.as_ptr() as usize,
                     size,
@@ -270,8 +250,8 @@ impl Window {
         unsafe { std::ptr::copy_nonoverlapping(base as *const u8, saved.as_mut_ptr(), size) };
         let addr = std::num::NonZeroUsize::new(base);
         let len = nz(size)?;
-        match self.backing {
-            Backing::Anonymous => {
+        let (alias, memfd) = match self.backing {
+            Backing::Anonymous | Backing::AnonymousForced => {
                 // SAFETY: MAP_FIXED replaces the program's own data pages, which this process
                 // owns and whose contents were saved above; no other thread uses them yet.
                 unsafe {
@@ -283,49 +263,27 @@ impl Window {
                     )
                 }
                 .map_err(call("mmap(static segment)"))?;
-                self.maps.push(Mapping {
-                    base,
-                    size,
-                    alias: None,
-                    memfd: None,
-                    unmap_base: false,
-                });
-            }
-            Backing::AnonymousForced => {
-                // SAFETY: as in the anonymous case: our own saved data pages are replaced.
-                unsafe {
-                    mmap_anonymous(
-                        addr,
-                        len,
-                        ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                        MapFlags::MAP_FIXED | MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
-                    )
-                }
-                .map_err(call("mmap(static segment)"))?;
-                // The saved contents go back page by page, skipping zero pages (they stay
-                // unallocated until touched), before the range is closed to the application.
-                for (i, chunk) in saved.chunks(ps).enumerate() {
-                    if chunk.iter().any(|&b| b != 0) {
-                        // SAFETY: the fresh read-write mapping made just above covers it.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                chunk.as_ptr(),
-                                (base + i * ps) as *mut u8,
-                                chunk.len(),
-                            )
-                        };
+                if self.backing == Backing::AnonymousForced {
+                    // The saved contents go back page by page, skipping zero pages (they stay
+                    // unallocated until touched), before the range is closed to the
+                    // application.
+                    for (i, chunk) in saved.chunks(ps).enumerate() {
+                        if chunk.iter().any(|&b| b != 0) {
+                            // SAFETY: the fresh read-write mapping made just above covers it.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    chunk.as_ptr(),
+                                    (base + i * ps) as *mut u8,
+                                    chunk.len(),
+                                )
+                            };
+                        }
                     }
+                    // SAFETY: our own mapping, made above.
+                    unsafe { mprotect(ptr(base), size, ProtFlags::PROT_NONE) }
+                        .map_err(call("mprotect(static segment)"))?;
                 }
-                // SAFETY: our own mapping, made above.
-                unsafe { mprotect(ptr(base), size, ProtFlags::PROT_NONE) }
-                    .map_err(call("mprotect(static segment)"))?;
-                self.maps.push(Mapping {
-                    base,
-                    size,
-                    alias: None,
-                    memfd: None,
-                    unmap_base: false,
-                });
+                (None, None)
             }
             Backing::MemfdWithAlias => {
                 let (fd, alias) = memfd_with_alias(c"svm-static", size)?;
@@ -345,15 +303,16 @@ impl Window {
                     )
                 }
                 .map_err(call("mmap(static segment)"))?;
-                self.maps.push(Mapping {
-                    base,
-                    size,
-                    alias: Some(alias),
-                    memfd: Some(fd),
-                    unmap_base: false,
-                });
+                (Some(alias), Some(fd))
             }
-        }
+        };
+        self.maps.push(Mapping {
+            base,
+            size,
+            alias,
+            memfd,
+            unmap_base: false,
+        });
         self.no_huge_pages(base, size);
         Ok(saved)
     }
