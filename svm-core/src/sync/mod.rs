@@ -523,9 +523,12 @@ impl SyncState {
                 l.next = Some(to);
                 l.handoffs = 0;
                 l.quantum_over = false;
-                out.push(SyncEvent::Quantum { lock });
                 if l.token && l.owner.is_none() {
                     self.token_freed(lock, out);
+                }
+                // A token that moved on at once needs no quantum (nor a timer in the engine).
+                if self.locks.get(&lock).is_some_and(|l| l.next == Some(to)) {
+                    out.push(SyncEvent::Quantum { lock });
                 }
             }
             SyncMsg::LockTryDone { lock, to, granted } => {
