@@ -20,6 +20,17 @@ impl Node {
         }
     }
 
+    /// Arms the engine timer that ends `lock`'s linger or its remote request's quantum.
+    fn arm_lock_timer(&self, st: &mut EngineState, lock: u64, which: LockTimer) {
+        let after = match which {
+            LockTimer::Linger => crate::sync::LOCK_LINGER,
+            LockTimer::Quantum => crate::sync::LOCK_QUANTUM,
+        };
+        let until = st.now + after.as_nanos() as u64;
+        st.lingers.push((until, lock, which));
+        self.arm_timer(until);
+    }
+
     pub(super) fn run_sync_events(
         &self,
         st: &mut EngineState,
@@ -47,16 +58,8 @@ impl Node {
                 SyncEvent::TryFailed { waiter, .. } => {
                     self.complete(st, waiter, WaitResult::TryFailed)
                 }
-                SyncEvent::Linger { lock } => {
-                    let until = st.now + crate::sync::LOCK_LINGER.as_nanos() as u64;
-                    st.lingers.push((until, lock, LockTimer::Linger));
-                    self.arm_timer(until);
-                }
-                SyncEvent::Quantum { lock } => {
-                    let until = st.now + crate::sync::LOCK_QUANTUM.as_nanos() as u64;
-                    st.lingers.push((until, lock, LockTimer::Quantum));
-                    self.arm_timer(until);
-                }
+                SyncEvent::Linger { lock } => self.arm_lock_timer(st, lock, LockTimer::Linger),
+                SyncEvent::Quantum { lock } => self.arm_lock_timer(st, lock, LockTimer::Quantum),
                 SyncEvent::BarrierDone {
                     barrier,
                     waiters,

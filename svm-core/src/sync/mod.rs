@@ -444,11 +444,9 @@ impl SyncState {
             return;
         }
         l.quantum_over = true;
-        if l.lingering && !l.local_share_left() {
-            l.lingering = false;
-            if l.token && l.owner.is_none() {
-                self.token_freed(lock, out);
-            }
+        if !l.local_share_left() {
+            // Its linger cannot end in a local re-acquire any more: end it now.
+            self.linger_expired(lock, out);
         }
     }
 
