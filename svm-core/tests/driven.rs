@@ -192,6 +192,96 @@ fn a_remote_requests_quantum_ends_the_holders_share_at_the_drivers_time() {
 }
 
 #[test]
+fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() {
+    let mut job = driven_job(2);
+    let lock = |id| SyncOp::Lock {
+        id,
+        try_only: false,
+    };
+    let q = svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
+    // Node 0 holds lock 1 (managed by node 1); node 1's request at T0 starts a quantum at
+    // node 0 that would end at T0 + q.
+    let w0 = job.nodes[0].new_waiter();
+    let take = job.nodes[0].submit(T0, w0, lock(1)).expect("lock starts");
+    job.pump(T0);
+    assert_eq!(take.result(), Some(WaitResult::Granted));
+    let w1 = job.nodes[1].new_waiter();
+    let want = job.nodes[1].submit(T0, w1, lock(1)).expect("lock starts");
+    job.pump(T0);
+    assert_eq!(job.nodes[0].poll_at(), Some(T0 + q), "the first quantum");
+
+    // The token goes to node 1 when node 0's released token has lingered, and comes back
+    // the same way.
+    let linger = svm_core::sync::LOCK_LINGER.as_nanos() as u64;
+    let mut now = T0 + 1_000;
+    let rel = job.nodes[0]
+        .submit(now, w0, SyncOp::Unlock(1))
+        .expect("unlock starts");
+    job.pump(now);
+    assert_eq!(rel.result(), Some(WaitResult::Released));
+    now += linger;
+    job.nodes[0].poll_timers(now).expect("timers");
+    job.pump(now);
+    assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+    now += 1_000;
+    let back = job.nodes[0].submit(now, w0, lock(1)).expect("lock starts");
+    job.pump(now);
+    now += 1_000;
+    let rel = job.nodes[1]
+        .submit(now, w1, SyncOp::Unlock(1))
+        .expect("unlock starts");
+    job.pump(now);
+    assert_eq!(rel.result(), Some(WaitResult::Released));
+    now += linger;
+    job.nodes[1].poll_timers(now).expect("timers");
+    job.pump(now);
+    assert_eq!(
+        back.result(),
+        Some(WaitResult::Granted),
+        "node 0 has it again"
+    );
+    assert!(now < T0 + q - 1_000);
+
+    // Node 1 asks again shortly before the first quantum's time: a new quantum, ending at
+    // `second`. The first one's time passes meanwhile.
+    now = T0 + q - 1_000;
+    let want = job.nodes[1].submit(now, w1, lock(1)).expect("lock starts");
+    job.pump(now);
+    let second = now + q;
+    assert_eq!(job.nodes[0].poll_at(), Some(second), "only the new quantum");
+    job.nodes[0].poll_timers(T0 + q).expect("timers");
+    job.pump(T0 + q);
+
+    // Until `second`, node 0's thread may take the lock more often than the minimum share.
+    now = T0 + q;
+    for _ in 0..svm_core::sync::MIN_LOCAL_HANDOFFS + 8 {
+        now += 1_000;
+        let rel = job.nodes[0]
+            .submit(now, w0, SyncOp::Unlock(1))
+            .expect("unlock starts");
+        job.pump(now);
+        assert_eq!(rel.result(), Some(WaitResult::Released));
+        now += 1_000;
+        let again = job.nodes[0].submit(now, w0, lock(1)).expect("lock starts");
+        job.pump(now);
+        assert_eq!(
+            again.result(),
+            Some(WaitResult::Granted),
+            "taken again here within the second quantum"
+        );
+        assert_eq!(want.result(), None, "node 1 still waits");
+    }
+    assert!(now < second);
+    job.nodes[0].poll_timers(second).expect("timers");
+    let rel = job.nodes[0]
+        .submit(second, w0, SyncOp::Unlock(1))
+        .expect("unlock starts");
+    assert!(job.pump(second) > 0, "the token moves at the release");
+    assert_eq!(rel.result(), Some(WaitResult::Released));
+    assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+}
+
+#[test]
 fn a_released_token_lingers_until_the_drivers_time_reaches_its_end() {
     let mut job = driven_job(2);
     // Lock 1 is managed by node 1; node 0 takes it (through its manager) and holds it.

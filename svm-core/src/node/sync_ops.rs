@@ -42,6 +42,10 @@ impl Node {
                     to,
                     msg: msg @ wire::SyncMsg::LockGrant { lock, .. },
                 } if to != self.me => {
+                    // The token leaves: its linger and its remote request's quantum end with
+                    // its stay. Left armed, they would fire during a later stay of the token
+                    // and cut that stay's linger or quantum short.
+                    st.lingers.retain(|&(_, l, _)| l != lock);
                     self.flush_deferred_releases(st)?;
                     self.lock_pages_let_go(st, lock)?;
                     self.send(st, to, Msg::Sync(msg), &[])?;
