@@ -120,6 +120,46 @@ impl DrivenJob {
         frames.len()
     }
 
+    /// Waiter `w` of `node`, holding lock `id`, releases it and takes it again, 1 µs apart,
+    /// `MIN_LOCAL_HANDOFFS` + 8 times from `now` on; every time it gets it back at once while
+    /// `remote` (another node's request for it) still waits. Returns the time after the last.
+    fn take_again_beyond_the_minimum_share(
+        &mut self,
+        node: usize,
+        w: svm_core::sync::Waiter,
+        id: u64,
+        remote: &svm_core::node::Pending,
+        mut now: u64,
+    ) -> u64 {
+        for _ in 0..svm_core::sync::MIN_LOCAL_HANDOFFS + 8 {
+            now += 1_000;
+            let rel = self.nodes[node]
+                .submit(now, w, SyncOp::Unlock(id))
+                .expect("unlock starts");
+            self.pump(now);
+            assert_eq!(rel.result(), Some(WaitResult::Released));
+            now += 1_000;
+            let again = self.nodes[node]
+                .submit(
+                    now,
+                    w,
+                    SyncOp::Lock {
+                        id,
+                        try_only: false,
+                    },
+                )
+                .expect("lock starts");
+            self.pump(now);
+            assert_eq!(
+                again.result(),
+                Some(WaitResult::Granted),
+                "taken again here"
+            );
+            assert_eq!(remote.result(), None, "the other node still waits");
+        }
+        now
+    }
+
     /// Runs `op` of a fresh waiter on `node` at `now` and delivers what it sent; returns its
     /// result if it is done.
     fn op(&mut self, node: usize, now: u64, op: SyncOp) -> Option<svm_core::node::Pending> {
@@ -154,24 +194,7 @@ fn a_remote_requests_quantum_ends_the_holders_share_at_the_drivers_time() {
 
     // Within the quantum node 0's thread releases and takes the lock again more often than
     // the minimum share, a microsecond apart: the token stays.
-    let mut now = T0;
-    for _ in 0..svm_core::sync::MIN_LOCAL_HANDOFFS + 8 {
-        now += 1_000;
-        let rel = job.nodes[0]
-            .submit(now, w0, SyncOp::Unlock(1))
-            .expect("unlock starts");
-        job.pump(now);
-        assert_eq!(rel.result(), Some(WaitResult::Released));
-        now += 1_000;
-        let again = job.nodes[0].submit(now, w0, lock(1)).expect("lock starts");
-        job.pump(now);
-        assert_eq!(
-            again.result(),
-            Some(WaitResult::Granted),
-            "taken again here"
-        );
-        assert_eq!(want.result(), None, "node 1 still waits");
-    }
+    let now = job.take_again_beyond_the_minimum_share(0, w0, 1, &want, T0);
     assert!(now < quantum);
 
     // The driver's time reaches the quantum's end while node 0 holds the lock: nothing moves
@@ -253,24 +276,7 @@ fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() 
     job.pump(T0 + q);
 
     // Until `second`, node 0's thread may take the lock more often than the minimum share.
-    now = T0 + q;
-    for _ in 0..svm_core::sync::MIN_LOCAL_HANDOFFS + 8 {
-        now += 1_000;
-        let rel = job.nodes[0]
-            .submit(now, w0, SyncOp::Unlock(1))
-            .expect("unlock starts");
-        job.pump(now);
-        assert_eq!(rel.result(), Some(WaitResult::Released));
-        now += 1_000;
-        let again = job.nodes[0].submit(now, w0, lock(1)).expect("lock starts");
-        job.pump(now);
-        assert_eq!(
-            again.result(),
-            Some(WaitResult::Granted),
-            "taken again here within the second quantum"
-        );
-        assert_eq!(want.result(), None, "node 1 still waits");
-    }
+    now = job.take_again_beyond_the_minimum_share(0, w0, 1, &want, T0 + q);
     assert!(now < second);
     job.nodes[0].poll_timers(second).expect("timers");
     let rel = job.nodes[0]
