@@ -250,7 +250,7 @@ impl SyncOp {
     }
 }
 
-/// What a lock timer of the engine ends (`EngineState::lingers`).
+/// What a lock timer of the engine ends (`EngineState::lock_timers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LockTimer {
     /// The linger of a released token (`SyncState::linger_expired`).
@@ -306,7 +306,7 @@ struct EngineState {
     /// Lock timers: tokens lingering after a local release while a remote node waits, and
     /// the quanta of remote requests (`SyncEvent::Quantum`): (when it ends, in ns as `now`,
     /// lock, which).
-    lingers: Vec<(u64, u64, LockTimer)>,
+    lock_timers: Vec<(u64, u64, LockTimer)>,
     /// The page each application thread was last woken for (`Context::install_unused`).
     installs: installs::Installs,
     /// The time of the step the engine is running, in ns of the monotonic clock (the clock of
@@ -466,7 +466,7 @@ pub struct Node {
     user_box: Mutex<VecDeque<UserMessage>>,
     user_cv: std::sync::Condvar,
     /// When the earliest armed timer is due (ns, as `EngineState::now`; `u64::MAX`: none) — a
-    /// lock token lingers or a remote request's quantum ends (`EngineState::lingers`) or a protocol has a `next_timer` (sc-sw's
+    /// lock token lingers or a remote request's quantum ends (`EngineState::lock_timers`) or a protocol has a `next_timer` (sc-sw's
     /// minimum hold). Written under the state lock; the engine sleeps in epoll until then
     /// (`Node::run_timers`).
     timer_due: AtomicU64,
@@ -616,7 +616,7 @@ impl Node {
             send_lost: vec![None; nodes as usize],
             finish_waiter: None,
             handling_remote: false,
-            lingers: Vec::new(),
+            lock_timers: Vec::new(),
             installs: installs::Installs::default(),
             // A driven node's time starts where its driver's does.
             now: match clock {

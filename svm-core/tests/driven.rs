@@ -120,6 +120,26 @@ impl DrivenJob {
         frames.len()
     }
 
+    /// Waiter `w` of `node` releases lock `id` at `now` and the driver's time passes the
+    /// released token's linger; returns that time.
+    fn release_and_let_linger(
+        &mut self,
+        node: usize,
+        w: svm_core::sync::Waiter,
+        id: u64,
+        now: u64,
+    ) -> u64 {
+        let rel = self.nodes[node]
+            .submit(now, w, SyncOp::Unlock(id))
+            .expect("unlock starts");
+        self.pump(now);
+        assert_eq!(rel.result(), Some(WaitResult::Released));
+        let after = now + svm_core::sync::LOCK_LINGER.as_nanos() as u64;
+        self.nodes[node].poll_timers(after).expect("timers");
+        self.pump(after);
+        after
+    }
+
     /// Waiter `w` of `node`, holding lock `id`, releases it and takes it again, 1 µs apart,
     /// `MIN_LOCAL_HANDOFFS` + 8 times from `now` on; every time it gets it back at once while
     /// `remote` (another node's request for it) still waits. Returns the time after the last.
@@ -235,29 +255,12 @@ fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() 
 
     // The token goes to node 1 when node 0's released token has lingered, and comes back
     // the same way.
-    let linger = svm_core::sync::LOCK_LINGER.as_nanos() as u64;
-    let mut now = T0 + 1_000;
-    let rel = job.nodes[0]
-        .submit(now, w0, SyncOp::Unlock(1))
-        .expect("unlock starts");
-    job.pump(now);
-    assert_eq!(rel.result(), Some(WaitResult::Released));
-    now += linger;
-    job.nodes[0].poll_timers(now).expect("timers");
-    job.pump(now);
+    let mut now = job.release_and_let_linger(0, w0, 1, T0 + 1_000);
     assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
     now += 1_000;
     let back = job.nodes[0].submit(now, w0, lock(1)).expect("lock starts");
     job.pump(now);
-    now += 1_000;
-    let rel = job.nodes[1]
-        .submit(now, w1, SyncOp::Unlock(1))
-        .expect("unlock starts");
-    job.pump(now);
-    assert_eq!(rel.result(), Some(WaitResult::Released));
-    now += linger;
-    job.nodes[1].poll_timers(now).expect("timers");
-    job.pump(now);
+    now = job.release_and_let_linger(1, w1, 1, now + 1_000);
     assert_eq!(
         back.result(),
         Some(WaitResult::Granted),

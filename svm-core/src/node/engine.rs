@@ -404,11 +404,14 @@ impl Node {
         }
     }
 
-    /// The earliest armed timer: a linger's end or a protocol's `next_timer` (ns, as `now`).
+    /// The earliest armed timer: a lock timer's end (a linger, a quantum), a protocol's `next_timer` or the deferred releases' flush (ns, as `now`).
     pub(super) fn next_timer(st: &EngineState) -> Option<u64> {
-        let lingers = st.lingers.iter().map(|&(t, _, _)| t);
+        let lock_timers = st.lock_timers.iter().map(|&(t, _, _)| t);
         let protocols = st.protocols.iter().flatten().filter_map(|p| p.next_timer());
-        lingers.chain(protocols).chain(st.release_deferred).min()
+        lock_timers
+            .chain(protocols)
+            .chain(st.release_deferred)
+            .min()
     }
 
     /// Runs the timers due by the step's time: moves on the lock tokens whose linger has
@@ -416,7 +419,7 @@ impl Node {
     pub(super) fn run_timers(&self, st: &mut EngineState) -> Result<(), EngineError> {
         let mut ended = Vec::new();
         let now = st.now;
-        st.lingers.retain(|&(t, lock, which)| {
+        st.lock_timers.retain(|&(t, lock, which)| {
             if t <= now {
                 ended.push((lock, which));
                 false

@@ -27,7 +27,7 @@ impl Node {
             LockTimer::Quantum => crate::sync::LOCK_QUANTUM,
         };
         let until = st.now + after.as_nanos() as u64;
-        st.lingers.push((until, lock, which));
+        st.lock_timers.push((until, lock, which));
         self.arm_timer(until);
     }
 
@@ -45,7 +45,7 @@ impl Node {
                     // The token leaves: its linger and its remote request's quantum end with
                     // its stay. Left armed, they would fire during a later stay of the token
                     // and cut that stay's linger or quantum short.
-                    st.lingers.retain(|&(_, l, _)| l != lock);
+                    st.lock_timers.retain(|&(_, l, _)| l != lock);
                     self.flush_deferred_releases(st)?;
                     self.lock_pages_let_go(st, lock)?;
                     self.send(st, to, Msg::Sync(msg), &[])?;
