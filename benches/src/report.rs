@@ -111,10 +111,26 @@ const COLORS: &[&str] = &[
     "#7f7f7f", "#bcbd22",
 ];
 
-fn esc(s: &str) -> String {
+/// `s` as SVG text content.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// Starts an SVG document of `w` × `h` on a white background with `title` centred at
+/// `title_x` (every plot of `svm-bench` starts so).
+pub fn svg_open(s: &mut String, w: f64, h: f64, title: &str, title_x: f64) {
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{title_x}" y="28" text-anchor="middle" font-size="16">{}</text>"#,
+        esc(title)
+    );
 }
 
 /// "Nice" linear ticks covering [lo, hi].
@@ -175,17 +191,7 @@ impl Plot {
         let sx = |v: f64| ml + (tf(self.x_scale, v) - ax0) / (ax1 - ax0).max(1e-12) * pw;
         let sy = |v: f64| mt + ph - (tf(self.y_scale, v) - ay0) / (ay1 - ay0).max(1e-12) * ph;
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-        );
-        let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="28" text-anchor="middle" font-size="16">{}</text>"#,
-            ml + pw / 2.0,
-            esc(&self.title)
-        );
+        svg_open(&mut s, w, h, &self.title, ml + pw / 2.0);
         // Grid and ticks.
         for &(v, ref label) in &xt {
             let x = sx(v);

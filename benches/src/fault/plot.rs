@@ -1,7 +1,7 @@
 //! `fault_time.svg`: average fault time per node count, ours beside the paper's, as grouped
 //! bars on a log scale.
 
-use crate::report::num;
+use crate::report::{esc, num, svg_open};
 
 use super::*;
 
@@ -43,12 +43,6 @@ const COLORS: &[&str] = &[
 ];
 const SEED_COLORS: &[&str] = &["#404040", "#7f7f7f", "#bfbfbf"];
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 /// A grouped bar chart with a log10 y axis. The last `SEED_SHORT.len()` series are the paper's
 /// (grey).
 pub(super) fn bar_svg(
@@ -77,17 +71,7 @@ pub(super) fn bar_svg(
     let gw = pw / groups.len().max(1) as f64;
     let bw = gw * 0.8 / nbars;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="28" text-anchor="middle" font-size="16">{}</text>"#,
-        ml + pw / 2.0,
-        esc(title)
-    );
+    svg_open(&mut s, w, h, title, ml + pw / 2.0);
     let mut e = e0;
     while e <= e1 + 1e-9 {
         let y = sy(10f64.powf(e));
