@@ -137,6 +137,11 @@ struct SplashArgs {
     /// Output directory of the reports (default: target/svm-bench).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Both builds get `-falign-loops=BYTES` (a power of two up to 4096; 0 = the suite's
+    /// flags only): where the linker puts a hot inner loop changes its speed by up to 1.8×
+    /// on this host, in either build, and the ratio is meant to measure the runtime.
+    #[arg(long, value_name = "BYTES", default_value_t = splash::DEFAULT_ALIGN_LOOPS)]
+    align_loops: u32,
 }
 
 fn finish(name: &str, r: Result<bool, String>) -> bool {
@@ -200,6 +205,10 @@ fn main() -> ExitCode {
                 eprintln!("svm-bench splash: --nodes must list counts in 1..=64");
                 return ExitCode::from(2);
             }
+            if let Err(e) = splash::check_align_loops(a.align_loops) {
+                eprintln!("svm-bench splash: {e}");
+                return ExitCode::from(2);
+            }
             let o = splash::Opts {
                 suite: a.suite,
                 nodes,
@@ -209,6 +218,7 @@ fn main() -> ExitCode {
                 timeout: std::time::Duration::from_secs(a.timeout.max(1)),
                 only: a.only,
                 out: a.out.unwrap_or_else(util::default_out),
+                align_loops: a.align_loops,
             };
             finish("splash", splash::run(&o))
         }

@@ -27,6 +27,7 @@ mod tests;
 use build::*;
 use check::*;
 use progs::*;
+pub use progs::{check_align_loops, DEFAULT_ALIGN_LOOPS};
 
 /// Options of `svm-bench splash`.
 pub struct Opts {
@@ -38,6 +39,8 @@ pub struct Opts {
     pub timeout: Duration,
     pub only: Vec<String>,
     pub out: PathBuf,
+    /// `-falign-loops=` of both builds (0: none; `DEFAULT_ALIGN_LOOPS`).
+    pub align_loops: u32,
 }
 
 /// The `codes/` directory of a checkout, or a clear error that says how to get the suite.
@@ -220,7 +223,10 @@ pub fn run(o: &Opts) -> Result<bool, String> {
         timeout: o.timeout,
         only: o.only.clone(),
         out,
+        align_loops: o.align_loops,
     };
+    check_align_loops(o.align_loops)?;
+    let common = common_cflags(o.align_loops);
     for p in &o.only {
         if !PROGS.iter().any(|x| x.name == p) {
             return Err(format!(
@@ -295,7 +301,7 @@ pub fn run(o: &Opts) -> Result<bool, String> {
             (Build::Svm, &svm_macros, &svm_cflags[..], &svm_libs[..]),
         ] {
             let dir = scratch.join(b.label()).join(prog.name);
-            match build(prog, &codes, &dir, macros, cf, libs) {
+            match build(prog, &codes, &dir, macros, &common, cf, libs) {
                 Ok(exe) => {
                     exes.insert(b, exe);
                 }
@@ -468,7 +474,7 @@ pub fn run(o: &Opts) -> Result<bool, String> {
             .as_ref()
             .map_or(String::new(), |f| format!(" --protocol {f}")),
         if o.profile { " and `SVM_PROFILE`" } else { "" },
-        BASE_CFLAGS.join(" "),
+        common.join(" "),
         compiled,
         progs.len()
     );

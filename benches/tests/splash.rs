@@ -54,3 +54,26 @@ fn a_directory_that_is_not_the_suite_is_a_clear_error() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_loop_alignment_that_is_not_a_power_of_two_is_refused_before_anything_runs() {
+    let out = out_dir("splash-align");
+    let (ok, _, stderr) = bench(
+        &[
+            "splash",
+            "--suite",
+            "/nonexistent/Splash-3",
+            "--align-loops",
+            "48",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("--align-loops 48") && stderr.contains("power of two"),
+        "{stderr}"
+    );
+    assert!(!out.join("splash.md").exists());
+}

@@ -100,6 +100,7 @@ pub(super) fn build(
     codes: &Path,
     dir: &Path,
     macros: &[PathBuf],
+    common_cflags: &[String],
     svm_cflags: &[String],
     svm_libs: &[String],
 ) -> Result<PathBuf, String> {
@@ -143,7 +144,7 @@ pub(super) fn build(
     let exe = dir.join("prog");
     let mut cc = Command::new("cc");
     cc.current_dir(dir)
-        .args(BASE_CFLAGS)
+        .args(common_cflags)
         .args(prog.cflags)
         .args(svm_cflags)
         .args(&srcs)

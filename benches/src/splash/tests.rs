@@ -222,3 +222,67 @@ fn headline_format() {
         "splash: correct=0/14 geomean_ratio_p2=n/a max_ratio_p2=n/a (none)"
     );
 }
+
+#[test]
+fn align_loops_values() {
+    for ok in [0, 1, 16, DEFAULT_ALIGN_LOOPS, 4096] {
+        assert!(check_align_loops(ok).is_ok(), "{ok}");
+    }
+    for bad in [3, 48, 8192] {
+        let e = check_align_loops(bad).unwrap_err();
+        assert!(
+            e.contains(&format!("--align-loops {bad}")) && e.contains("power of two"),
+            "{e}"
+        );
+    }
+    let suite: Vec<String> = BASE_CFLAGS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(common_cflags(0), suite);
+    let aligned = common_cflags(DEFAULT_ALIGN_LOOPS);
+    assert_eq!(aligned[..suite.len()], suite[..]);
+    assert_eq!(aligned[suite.len()..], ["-falign-loops=64".to_string()]);
+}
+
+/// The flag does what the default is for: the compiler puts the head of a hot inner loop on
+/// a 64-byte boundary (`.p2align 6`, unconditional), where the suite's flags leave it to a
+/// padding limit (`.p2align 4,,10`: anywhere when that costs more than 10 bytes).
+#[test]
+fn both_builds_put_loop_heads_on_64_byte_boundaries() {
+    let dir = std::env::temp_dir().join(format!("svm-bench-align-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let src = dir.join("daxpy.c");
+    std::fs::write(
+        &src,
+        "void daxpy(double *a, const double *b, long n, double x)\n\
+         { for (long i = 0; i < n; i++) a[i] += x * b[i]; }\n",
+    )
+    .expect("write source");
+    let asm = |align: u32| -> Option<String> {
+        let out = Command::new("cc")
+            .args(common_cflags(align))
+            .args(["-S", "-o", "-"])
+            .arg(&src)
+            .output()
+            .ok()?;
+        assert!(
+            out.status.success(),
+            "cc: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (Some(aligned), Some(suite)) = (asm(DEFAULT_ALIGN_LOOPS), asm(0)) else {
+        eprintln!("SKIPPED: no `cc` on this machine");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    // GCC writes `.p2align 6`, Clang `.p2align 6, 0x90`; a padding limit is `,,N`.
+    let unconditional_64 = |s: &str| {
+        s.lines().any(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            t.first() == Some(&".p2align") && matches!(t.get(1), Some(&"6") | Some(&"6,"))
+        })
+    };
+    assert!(unconditional_64(&aligned), "{aligned}");
+    assert!(!unconditional_64(&suite), "{suite}");
+}
