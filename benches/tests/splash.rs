@@ -1,53 +1,44 @@
 //! `svm-bench splash` without the suite (CI has none): a missing or wrong `--suite` directory
-//! is a clear error that says how to get Splash-3, and nothing is written. The parsing and
-//! verification logic is unit-tested in `src/splash.rs` with synthetic outputs.
+//! or a bad option is a clear error (the suite's errors say how to get Splash-3), and nothing
+//! is written. The parsing and verification logic is unit-tested in `src/splash.rs` with
+//! synthetic outputs.
 
 #[allow(dead_code)] // not every helper is used here
 mod common;
 
 use common::{bench, out_dir};
+use std::path::Path;
 use std::time::Duration;
+
+/// Runs `svm-bench splash --suite SUITE EXTRA… --out OUT`, which must fail without writing a
+/// report; returns its stderr.
+fn splash_refused(suite: &Path, extra: &[&str], out: &Path) -> String {
+    let mut args = vec!["splash", "--suite", suite.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let (ok, stdout, stderr) = bench(&args, Duration::from_secs(60));
+    assert!(!ok, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(!out.join("splash.md").exists());
+    stderr
+}
 
 #[test]
 fn missing_suite_is_a_clear_error() {
     let out = out_dir("splash-missing");
-    let (ok, stdout, stderr) = bench(
-        &[
-            "splash",
-            "--suite",
-            "/nonexistent/Splash-3",
-            "--quick",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
-    assert!(!ok, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let stderr = splash_refused(Path::new("/nonexistent/Splash-3"), &["--quick"], &out);
     assert!(
         stderr.contains("/nonexistent/Splash-3")
             && stderr.contains("github.com/SakalisC/Splash-3")
             && stderr.contains("v2.0M"),
         "{stderr}"
     );
-    assert!(!out.join("splash.md").exists());
 }
 
 #[test]
 fn a_directory_that_is_not_the_suite_is_a_clear_error() {
     let out = out_dir("splash-wrong");
     std::fs::create_dir_all(out.join("notsplash/codes")).expect("mkdir");
-    let suite = out.join("notsplash");
-    let (ok, _, stderr) = bench(
-        &[
-            "splash",
-            "--suite",
-            suite.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
-    assert!(!ok);
+    let stderr = splash_refused(&out.join("notsplash"), &[], &out);
     assert!(
         stderr.contains("not a Splash-3 checkout") && stderr.contains("SakalisC/Splash-3"),
         "{stderr}"
@@ -58,22 +49,13 @@ fn a_directory_that_is_not_the_suite_is_a_clear_error() {
 #[test]
 fn a_loop_alignment_that_is_not_a_power_of_two_is_refused_before_anything_runs() {
     let out = out_dir("splash-align");
-    let (ok, _, stderr) = bench(
-        &[
-            "splash",
-            "--suite",
-            "/nonexistent/Splash-3",
-            "--align-loops",
-            "48",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
+    let stderr = splash_refused(
+        Path::new("/nonexistent/Splash-3"),
+        &["--align-loops", "48"],
+        &out,
     );
-    assert!(!ok);
     assert!(
         stderr.contains("--align-loops 48") && stderr.contains("power of two"),
         "{stderr}"
     );
-    assert!(!out.join("splash.md").exists());
 }
