@@ -185,6 +185,37 @@ fn check_trace(path: &Path, nodes: u64) {
         );
         assert!(p50 <= p90 && p90 <= max, "{kind}: {s}");
     }
+    // The remote faults split into the steps of their round trips (request, serving node,
+    // grant, install): false sharing under sc-sw has remote faults with requests of their own.
+    let steps = &v["otherData"]["remote_fault_steps_us"];
+    let remote = steps["remote_faults"].as_u64().expect("remote_faults");
+    let matched = steps["matched"].as_u64().expect("matched");
+    assert!(remote > 0 && matched > 0 && matched <= remote, "{steps}");
+    for name in [
+        "to_request_sent",
+        "request_on_its_way",
+        "serving_nodes",
+        "grant_on_its_way",
+        "install_and_wake",
+        "total",
+    ] {
+        let s = &steps["steps"][name];
+        assert_eq!(s["count"].as_u64(), Some(matched), "{name}: {steps}");
+        let (p50, p90, max) = (
+            s["p50"].as_f64().expect("p50"),
+            s["p90"].as_f64().expect("p90"),
+            s["max"].as_f64().expect("max"),
+        );
+        assert!(p50 <= p90 && p90 <= max, "{name}: {steps}");
+    }
+    // Every step is part of its fault, so none is longer than the longest fault (the steps
+    // measured on one node; the two on their way also carry the error of reading two nodes'
+    // clocks at their starts).
+    let longest = steps["steps"]["total"]["max"].as_f64().expect("total max");
+    for name in ["to_request_sent", "serving_nodes", "install_and_wake"] {
+        let m = steps["steps"][name]["max"].as_f64().expect("max");
+        assert!(m <= longest + 0.2, "{name} {m} > total {longest}: {steps}");
+    }
     for want in [
         "write…",
         "barrier…",

@@ -14,6 +14,7 @@
 //! - `report.rs`: the merge, the page classification and the Markdown/JSON report;
 //! - `trace.rs`: Chrome trace events, per-node parts and their merge.
 
+mod fault_steps;
 pub mod record;
 pub mod report;
 pub mod sites;

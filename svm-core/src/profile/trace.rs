@@ -255,7 +255,7 @@ fn part_lines(
 }
 
 /// A message event's link and sequence number: (sender, receiver, seq).
-fn message_key(v: &Value) -> Option<(u64, u64, u64)> {
+pub(super) fn message_key(v: &Value) -> Option<(u64, u64, u64)> {
     let pid = v["pid"].as_u64()?;
     let seq = v["args"]["seq"].as_u64()?;
     match v["name"].as_str()? {
@@ -265,12 +265,14 @@ fn message_key(v: &Value) -> Option<(u64, u64, u64)> {
     }
 }
 
-/// Count, median, 90th percentile and maximum of `v` (µs), for `otherData`.
-fn delay_summary(mut v: Vec<f64>) -> Value {
+/// Count, mean, median, 90th percentile and maximum of `v` (µs, not empty), for `otherData`.
+pub(super) fn delay_summary(mut v: Vec<f64>) -> Value {
     v.sort_by(f64::total_cmp);
     let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
     let r = |x: f64| (x * 10.0).round() / 10.0;
-    json!({"count": v.len(), "p50": r(at(0.5)), "p90": r(at(0.9)), "max": r(at(1.0))})
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    json!({"count": v.len(), "mean": r(mean), "p50": r(at(0.5)), "p90": r(at(0.9)),
+           "max": r(at(1.0))})
 }
 
 /// Rank 0: waits for every node's part and merges them into `file`; removes the parts.
@@ -280,6 +282,8 @@ fn delay_summary(mut v: Vec<f64>) -> Value {
 /// the receiver), on the merged clock; `otherData.message_delay_us` sums them up per kind of
 /// message. That is how long a message waited on its way: for the sender's step to end and
 /// write it out, for the receiver's engine to be woken and to read it.
+/// `otherData.remote_fault_steps_us` splits the remote faults into the steps of their round
+/// trips (`fault_steps.rs`).
 pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), String> {
     let missing = super::wait_parts(file, nodes, wait);
     // Pass 1, with each part's header: when each frame was sent, on the part's clock.
@@ -323,6 +327,7 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
     let mut first = true;
     let mut dropped = BTreeMap::new();
     let mut delays: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut fault_steps = super::fault_steps::FaultSteps::default();
     for (path, head, _) in parts {
         let shift = shift_of(&head);
         if head.dropped > 0 {
@@ -348,6 +353,7 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
                     delays.entry(kind).or_default().push(d);
                 }
             }
+            fault_steps.note(&v);
             if !first {
                 w.write_all(b",\n").map_err(io)?;
             }
@@ -364,6 +370,7 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
         "clock": "CLOCK_REALTIME at each node's start; ts in µs from the first node's start",
         "nodes": nodes, "missing_nodes": missing, "dropped_events": dropped,
         "message_delay_us": delays,
+        "remote_fault_steps_us": fault_steps.summary(),
     });
     write!(
         w,
