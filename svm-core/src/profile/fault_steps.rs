@@ -183,13 +183,20 @@ mod tests {
                "tid": 2, "ts": ts, "args": {side: peer, "seq": seq, "bytes": 30}})
     }
 
+    fn summary_of(events: Vec<Value>) -> Value {
+        let mut f = FaultSteps::default();
+        for v in &events {
+            f.note(v);
+        }
+        f.summary()
+    }
+
     #[test]
     fn a_round_trip_splits_a_fault_into_its_steps() {
-        let mut f = FaultSteps::default();
         // Node 1 faults at 100 and is released at 160: request queued at 103, read by node 0
         // at 115; node 0 queues the grant at 125 (after another node's grant at 120, which
         // does not count), node 1 reads it at 150.
-        for v in [
+        let s = summary_of(vec![
             fault(1, 100.0, 60.0),
             msg(1, "send", "read_req", 0, 7, 103.0),
             msg(0, "recv", "read_req", 1, 7, 115.0),
@@ -203,10 +210,7 @@ mod tests {
             // A local fault: not counted.
             json!({"name": "write fault", "cat": "fault", "ph": "X", "pid": 0, "tid": 1,
                    "ts": 10.0, "dur": 1.0, "args": {"remote": false}}),
-        ] {
-            f.note(&v);
-        }
-        let s = f.summary();
+        ]);
         assert_eq!(s["remote_faults"], 2, "{s}");
         assert_eq!(s["matched"], 1, "{s}");
         let want = [3.0, 12.0, 10.0, 25.0, 10.0, 60.0];
@@ -224,18 +228,14 @@ mod tests {
 
     #[test]
     fn the_manager_forwarding_its_own_fault_counts_as_a_request() {
-        let mut f = FaultSteps::default();
         // Node 0 manages the page and forwards its own request to the owner, node 1.
-        for v in [
+        let s = summary_of(vec![
             fault(0, 0.0, 40.0),
             msg(0, "send", "fwd_exclusive", 1, 1, 2.0),
             msg(1, "recv", "fwd_exclusive", 0, 1, 10.0),
             msg(1, "send", "grant_exclusive", 0, 4, 14.0),
             msg(0, "recv", "grant_exclusive", 1, 4, 30.0),
-        ] {
-            f.note(&v);
-        }
-        let s = f.summary();
+        ]);
         assert_eq!(s["matched"], 1, "{s}");
         assert_eq!(
             s["steps"]["serving_nodes"]["p50"].as_f64(),
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn no_remote_faults_gives_no_steps() {
-        let s = FaultSteps::default().summary();
+        let s = summary_of(Vec::new());
         assert_eq!(s["remote_faults"], 0);
         assert_eq!(s["matched"], 0);
         assert_eq!(s["steps"], json!({}));
