@@ -128,6 +128,11 @@ struct SplashArgs {
     /// One profile per svm run: SVM_PROFILE=<out>/profiles/<program>-p<N>.md.
     #[arg(long)]
     profile: bool,
+    /// One Chrome trace per svm run (SVM_TRACE=<out>/traces/<program>-p<N>.json, tens of MB for
+    /// the fault-heavy programs); the report splits each run's remote faults into the steps
+    /// of their round trips.
+    #[arg(long)]
+    trace: bool,
     /// Deadline of every run in seconds (the run's process group is killed on expiry).
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     timeout: u64,
@@ -215,6 +220,7 @@ fn main() -> ExitCode {
                 fault: a.fault,
                 protocol: a.protocol,
                 profile: a.profile,
+                trace: a.trace,
                 timeout: std::time::Duration::from_secs(a.timeout.max(1)),
                 only: a.only,
                 out: a.out.unwrap_or_else(util::default_out),

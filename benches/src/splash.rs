@@ -21,6 +21,7 @@ use crate::util;
 mod build;
 mod check;
 mod progs;
+mod steps;
 #[cfg(test)]
 mod tests;
 
@@ -28,6 +29,7 @@ use build::*;
 use check::*;
 use progs::*;
 pub use progs::{check_align_loops, DEFAULT_ALIGN_LOOPS};
+use steps::*;
 
 /// Options of `svm-bench splash`.
 pub struct Opts {
@@ -36,6 +38,8 @@ pub struct Opts {
     pub fault: Option<String>,
     pub protocol: Option<String>,
     pub profile: bool,
+    /// `SVM_TRACE` per svm run, and the remote faults' steps in the report.
+    pub trace: bool,
     pub timeout: Duration,
     pub only: Vec<String>,
     pub out: PathBuf,
@@ -92,6 +96,7 @@ struct RunOut {
     images: Vec<(String, Vec<u8>)>,
     stats: Option<SvmStats>,
     profile: Option<PathBuf>,
+    trace: Option<PathBuf>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -129,13 +134,23 @@ fn run_one(
             }
             c.arg(exe);
             c.env("SVM_STATS", "json");
-            if o.profile {
-                let dir = o.out.join("profiles");
+            // A fresh per-run output file of the runtime's: `<out>/<dir>/<program>-p<N>.<ext>`.
+            let fresh = |dir: &str, ext: &str| {
+                let dir = o.out.join(dir);
                 let _ = std::fs::create_dir_all(&dir);
-                let f = dir.join(format!("{}-p{p}.md", prog.name));
+                let f = dir.join(format!("{}-p{p}.{ext}", prog.name));
                 let _ = std::fs::remove_file(&f);
+                f
+            };
+            if o.profile {
+                let f = fresh("profiles", "md");
                 c.env("SVM_PROFILE", &f);
                 r.profile = Some(f);
+            }
+            if o.trace {
+                let f = fresh("traces", "json");
+                c.env("SVM_TRACE", &f);
+                r.trace = Some(f);
             }
             c
         }
@@ -206,6 +221,8 @@ struct Row {
     verified: bool,
     stats: Option<SvmStats>,
     profile: String,
+    /// The remote faults' steps from the run's trace (`--trace`).
+    steps: Option<FaultSteps>,
 }
 
 /// `svm-bench splash`. Ok(true) when every program compiled and every run verified.
@@ -220,6 +237,7 @@ pub fn run(o: &Opts) -> Result<bool, String> {
         fault: o.fault.clone(),
         protocol: o.protocol.clone(),
         profile: o.profile,
+        trace: o.trace,
         timeout: o.timeout,
         only: o.only.clone(),
         out,
@@ -325,6 +343,7 @@ pub fn run(o: &Opts) -> Result<bool, String> {
                     verified: false,
                     stats: None,
                     profile: String::new(),
+                    steps: None,
                 });
             }
             continue;
@@ -437,6 +456,7 @@ pub fn run(o: &Opts) -> Result<bool, String> {
                 verified,
                 stats,
                 profile,
+                steps: rs.trace.as_deref().and_then(trace_fault_steps),
             });
         }
         if ok {
@@ -536,6 +556,9 @@ pub fn run(o: &Opts) -> Result<bool, String> {
             let _ = writeln!(md, "- {} p={}: {}", r.prog, r.p, r.profile);
         }
         md.push('\n');
+    }
+    if o.trace {
+        md.push_str(&fault_steps_section(&rows, &o.nodes));
     }
     if !remarks.is_empty() {
         let _ = writeln!(md, "## Notes\n");

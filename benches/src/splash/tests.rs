@@ -286,3 +286,87 @@ fn both_builds_put_loop_heads_on_64_byte_boundaries() {
     assert!(unconditional_64(&aligned), "{aligned}");
     assert!(!unconditional_64(&suite), "{suite}");
 }
+
+fn other_data_with_steps() -> serde_json::Value {
+    let step = |p50: f64, mean: f64| serde_json::json!({"count": 3, "p50": p50, "mean": mean});
+    serde_json::json!({"nodes": 2, "remote_fault_steps_us": {
+        "remote_faults": 4, "matched": 3, "steps": {
+            "to_request_sent": step(2.0, 3.0), "request_on_its_way": step(11.0, 15.5),
+            "serving_nodes": step(10.0, 56.0), "grant_on_its_way": step(20.5, 39.8),
+            "install_and_wake": step(9.1, 10.9), "total": step(66.3, 126.1)},
+        "by_node": {}}})
+}
+
+#[test]
+fn fault_steps_come_from_the_end_of_the_trace() {
+    let want = FaultSteps {
+        remote: 4,
+        matched: 3,
+        steps: [
+            (2.0, 3.0),
+            (11.0, 15.5),
+            (10.0, 56.0),
+            (20.5, 39.8),
+            (9.1, 10.9),
+            (66.3, 126.1),
+        ],
+    };
+    assert_eq!(fault_steps_of(&other_data_with_steps()), Some(want));
+    // No remote fault with a round trip of its own (p = 1): no steps.
+    let none = serde_json::json!({"remote_fault_steps_us":
+        {"remote_faults": 0, "matched": 0, "steps": {}, "by_node": {}}});
+    assert_eq!(fault_steps_of(&none), None);
+    // A trace file as the merge writes it: the events, then otherData (an event that mentions
+    // otherData in its arguments does not confuse the reader).
+    let dir = std::env::temp_dir().join(format!("svm-bench-steps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let f = dir.join("t.json");
+    std::fs::write(
+        &f,
+        format!(
+            "{{\"traceEvents\":[\n{{\"name\":\"x\",\"args\":{{\"otherData\":1}}}}\n],\
+             \"displayTimeUnit\":\"ns\",\"otherData\":{}}}\n",
+            other_data_with_steps()
+        ),
+    )
+    .expect("write trace");
+    assert_eq!(trace_fault_steps(&f), Some(want));
+    std::fs::write(&f, "{\"traceEvents\":[\n").expect("write trace");
+    assert_eq!(trace_fault_steps(&f), None, "a cut-off trace");
+    assert_eq!(trace_fault_steps(&dir.join("missing.json")), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_report_tabulates_the_fault_steps_per_node_count() {
+    let row = |prog: &'static str, p: usize, steps: Option<FaultSteps>| Row {
+        prog,
+        p,
+        pthread: None,
+        svm: None,
+        verified: true,
+        stats: None,
+        profile: String::new(),
+        steps,
+    };
+    let s = fault_steps_of(&other_data_with_steps());
+    let md = fault_steps_section(
+        &[row("fft", 1, None), row("fft", 2, s), row("radix", 2, None)],
+        &[1, 2],
+    );
+    assert!(!md.contains("### p = 1"), "{md}");
+    assert!(md.contains("### p = 2"), "{md}");
+    let fft = md
+        .lines()
+        .find(|l| l.starts_with("| fft"))
+        .expect("fft row");
+    assert!(
+        fft.contains("3 / 4") && fft.contains("20.5 / 39.8") && fft.contains("66.3 / 126"),
+        "{fft}"
+    );
+    let radix = md
+        .lines()
+        .find(|l| l.starts_with("| radix"))
+        .expect("radix row");
+    assert_eq!(radix.matches('–').count(), 7, "{radix}");
+}
