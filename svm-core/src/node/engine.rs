@@ -404,7 +404,8 @@ impl Node {
         }
     }
 
-    /// The earliest armed timer: a lock timer's end (a linger, a quantum), a protocol's `next_timer` or the deferred releases' flush (ns, as `now`).
+    /// The earliest armed timer: a lock timer's end (a linger, a quantum), a protocol's
+    /// `next_timer` or the deferred releases' flush (ns, as `now`).
     pub(super) fn next_timer(st: &EngineState) -> Option<u64> {
         let lock_timers = st.lock_timers.iter().map(|&(t, _, _)| t);
         let protocols = st.protocols.iter().flatten().filter_map(|p| p.next_timer());

@@ -4,7 +4,8 @@
 //! engine taking the fault to the thread's release. Within it, on the faulting node, the first
 //! page request sent (`*_req`, `fwd_*`: the request to the manager, or the manager's own
 //! request forwarded to the owner) and the last grant read (`grant*`) mark the round trip;
-//! the other ends of those two messages (matched by link and sequence number) split it:
+//! the other ends of those two messages — their `delay_us`, which the merge set by matching
+//! each receive with its send (`trace::merge_files`) — split it:
 //!
 //! 1. `to_request_sent`: the fault taken → its request queued;
 //! 2. `request_on_its_way`: queued → read by the serving node's engine (the sender's step
@@ -40,11 +41,14 @@ fn class_of(kind: &str) -> Option<Class> {
     }
 }
 
+/// A page request sent or a grant read, at the node that faulted.
 struct Msg {
     ts: f64,
     send: bool,
     class: Class,
     key: Key,
+    /// A read message's way from its send (`delay_us`).
+    delay: Option<f64>,
 }
 
 /// Collects, from the merged events, what the steps need.
@@ -52,10 +56,10 @@ struct Msg {
 pub(super) struct FaultSteps {
     /// Remote faults: (node, start, end).
     faults: Vec<(u64, f64, f64)>,
-    /// Page requests and grants sent or read, per node.
+    /// Page requests sent and grants read, per node.
     msgs: HashMap<u64, Vec<Msg>>,
-    sent: HashMap<Key, f64>,
-    read: HashMap<Key, f64>,
+    /// The way of every page request that was read: from its send to its reading.
+    request_delays: HashMap<Key, f64>,
 }
 
 /// The names of the steps, in order, then the whole.
@@ -69,7 +73,7 @@ pub(super) const STEPS: [&str; 6] = [
 ];
 
 impl FaultSteps {
-    /// Notes one event (`ts` on the merged clock).
+    /// Notes one event (`ts` on the merged clock, receives with their `delay_us`).
     pub(super) fn note(&mut self, v: &Value) {
         let (Some(pid), Some(ts)) = (v["pid"].as_u64(), v["ts"].as_f64()) else {
             return;
@@ -93,17 +97,22 @@ impl FaultSteps {
         let (Some(class), Some(key)) = (class_of(kind), super::trace::message_key(v)) else {
             return;
         };
-        if send {
-            self.sent.insert(key, ts);
-        } else {
-            self.read.insert(key, ts);
+        let delay = v["args"]["delay_us"].as_f64();
+        match (send, class, delay) {
+            (false, Class::Request, Some(d)) => {
+                self.request_delays.insert(key, d);
+            }
+            (true, Class::Request, _) | (false, Class::Grant, Some(_)) => {
+                self.msgs.entry(pid).or_default().push(Msg {
+                    ts,
+                    send,
+                    class,
+                    key,
+                    delay,
+                });
+            }
+            _ => {}
         }
-        self.msgs.entry(pid).or_default().push(Msg {
-            ts,
-            send,
-            class,
-            key,
-        });
     }
 
     /// The faulting node and the durations (µs) of the steps of every remote fault that had
@@ -129,10 +138,11 @@ impl FaultSteps {
                 continue;
             };
             let (t1, t4) = (req.ts, grant.ts);
-            let (Some(&t2), Some(&t3)) = (self.read.get(&req.key), self.sent.get(&grant.key))
+            let (Some(&to_server), Some(back)) = (self.request_delays.get(&req.key), grant.delay)
             else {
                 continue;
             };
+            let (t2, t3) = (t1 + to_server, t4 - back);
             if t4 < t1 {
                 continue;
             }
@@ -183,9 +193,22 @@ mod tests {
                "tid": 2, "ts": ts, "args": {side: peer, "seq": seq, "bytes": 30}})
     }
 
-    fn summary_of(events: Vec<Value>) -> Value {
+    /// The summary of `events`, each receive given its `delay_us` as the merge does (from
+    /// its send's time, matched by link and sequence number).
+    fn summary_of(mut events: Vec<Value>) -> Value {
+        let sent: HashMap<Key, f64> = events
+            .iter()
+            .filter(|v| v["name"].as_str().is_some_and(|n| n.starts_with("send ")))
+            .filter_map(|v| Some((super::super::trace::message_key(v)?, v["ts"].as_f64()?)))
+            .collect();
         let mut f = FaultSteps::default();
-        for v in &events {
+        for v in &mut events {
+            let is_recv = v["name"].as_str().is_some_and(|n| n.starts_with("recv "));
+            if let Some(&t0) = super::super::trace::message_key(v).and_then(|k| sent.get(&k)) {
+                if is_recv {
+                    v["args"]["delay_us"] = json!(v["ts"].as_f64().unwrap_or(0.0) - t0);
+                }
+            }
             f.note(v);
         }
         f.summary()
