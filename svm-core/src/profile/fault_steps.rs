@@ -193,25 +193,40 @@ mod tests {
                "tid": 2, "ts": ts, "args": {side: peer, "seq": seq, "bytes": 30}})
     }
 
-    /// The summary of `events`, each receive given its `delay_us` as the merge does (from
-    /// its send's time, matched by link and sequence number).
+    /// The summary of `events`, each receive given its `delay_us` by the merge's own
+    /// function (from its send's time, matched by link and sequence number).
     fn summary_of(mut events: Vec<Value>) -> Value {
+        use super::super::trace::{add_delay, message_key};
         let sent: HashMap<Key, f64> = events
             .iter()
             .filter(|v| v["name"].as_str().is_some_and(|n| n.starts_with("send ")))
-            .filter_map(|v| Some((super::super::trace::message_key(v)?, v["ts"].as_f64()?)))
+            .filter_map(|v| Some((message_key(v)?, v["ts"].as_f64()?)))
             .collect();
         let mut f = FaultSteps::default();
         for v in &mut events {
-            let is_recv = v["name"].as_str().is_some_and(|n| n.starts_with("recv "));
-            if let Some(&t0) = super::super::trace::message_key(v).and_then(|k| sent.get(&k)) {
-                if is_recv {
-                    v["args"]["delay_us"] = json!(v["ts"].as_f64().unwrap_or(0.0) - t0);
-                }
-            }
+            add_delay(v, &sent);
             f.note(v);
         }
         f.summary()
+    }
+
+    /// The events of one remote fault of node `faulter` with a round trip of its own to node
+    /// `server`: the fault starts at `t[0]`, its request is queued at `t[1]` and read at
+    /// `t[2]`, the grant is queued at `t[3]` and read at `t[4]`, and the fault ends at `t[5]`.
+    fn round_trip(
+        faulter: u64,
+        server: u64,
+        request: &str,
+        grant: &str,
+        t: [f64; 6],
+    ) -> Vec<Value> {
+        vec![
+            fault(faulter, t[0], t[5] - t[0]),
+            msg(faulter, "send", request, server, 7, t[1]),
+            msg(server, "recv", request, faulter, 7, t[2]),
+            msg(server, "send", grant, faulter, 9, t[3]),
+            msg(faulter, "recv", grant, server, 9, t[4]),
+        ]
     }
 
     #[test]
@@ -219,13 +234,15 @@ mod tests {
         // Node 1 faults at 100 and is released at 160: request queued at 103, read by node 0
         // at 115; node 0 queues the grant at 125 (after another node's grant at 120, which
         // does not count), node 1 reads it at 150.
-        let s = summary_of(vec![
-            fault(1, 100.0, 60.0),
-            msg(1, "send", "read_req", 0, 7, 103.0),
-            msg(0, "recv", "read_req", 1, 7, 115.0),
+        let mut events = round_trip(
+            1,
+            0,
+            "read_req",
+            "grant_exclusive",
+            [100.0, 103.0, 115.0, 125.0, 150.0, 160.0],
+        );
+        events.extend([
             msg(0, "send", "grant", 2, 3, 120.0),
-            msg(0, "send", "grant_exclusive", 1, 9, 125.0),
-            msg(1, "recv", "grant_exclusive", 0, 9, 150.0),
             // Not a page request or grant: ignored.
             msg(1, "send", "lock_acquire", 0, 8, 104.0),
             // A fault answered without a round trip of its own (read ahead): not matched.
@@ -234,6 +251,7 @@ mod tests {
             json!({"name": "write fault", "cat": "fault", "ph": "X", "pid": 0, "tid": 1,
                    "ts": 10.0, "dur": 1.0, "args": {"remote": false}}),
         ]);
+        let s = summary_of(events);
         assert_eq!(s["remote_faults"], 2, "{s}");
         assert_eq!(s["matched"], 1, "{s}");
         let want = [3.0, 12.0, 10.0, 25.0, 10.0, 60.0];
@@ -252,13 +270,13 @@ mod tests {
     #[test]
     fn the_manager_forwarding_its_own_fault_counts_as_a_request() {
         // Node 0 manages the page and forwards its own request to the owner, node 1.
-        let s = summary_of(vec![
-            fault(0, 0.0, 40.0),
-            msg(0, "send", "fwd_exclusive", 1, 1, 2.0),
-            msg(1, "recv", "fwd_exclusive", 0, 1, 10.0),
-            msg(1, "send", "grant_exclusive", 0, 4, 14.0),
-            msg(0, "recv", "grant_exclusive", 1, 4, 30.0),
-        ]);
+        let s = summary_of(round_trip(
+            0,
+            1,
+            "fwd_exclusive",
+            "grant_exclusive",
+            [0.0, 2.0, 10.0, 14.0, 30.0, 40.0],
+        ));
         assert_eq!(s["matched"], 1, "{s}");
         assert_eq!(
             s["steps"]["serving_nodes"]["p50"].as_f64(),

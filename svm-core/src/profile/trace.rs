@@ -265,6 +265,21 @@ pub(super) fn message_key(v: &Value) -> Option<(u64, u64, u64)> {
     }
 }
 
+/// A receive event `v` (its time on the merged clock) gets `delay_us`, the time since its
+/// send's event in `sent` (by [`message_key`], merged clock); returns the message's kind and
+/// that delay. Other events, and receives whose send is not there, are left as they are.
+pub(super) fn add_delay(
+    v: &mut Value,
+    sent: &std::collections::HashMap<(u64, u64, u64), f64>,
+) -> Option<(String, f64)> {
+    let kind = v["name"].as_str()?.strip_prefix("recv ")?.to_string();
+    let t0 = *sent.get(&message_key(v)?)?;
+    // Across hosts the clocks differ by NTP's error: kept as it is.
+    let d = v["ts"].as_f64()? - t0;
+    v["args"]["delay_us"] = json!((d * 1000.0).round() / 1000.0);
+    Some((kind, d))
+}
+
 /// Count, mean, median, 90th percentile and maximum of `v` (µs, not empty), for `otherData`.
 pub(super) fn delay_summary(mut v: Vec<f64>) -> Value {
     v.sort_by(f64::total_cmp);
@@ -343,15 +358,8 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
                     v["ts"] = json!(ts + shift);
                 }
             }
-            if let Some(kind) = v["name"].as_str().and_then(|n| n.strip_prefix("recv ")) {
-                let kind = kind.to_string();
-                let send = message_key(&v).and_then(|k| sent.get(&k));
-                if let (Some(t0), Some(t1)) = (send, v["ts"].as_f64()) {
-                    // Across hosts the clocks differ by NTP's error: kept as it is.
-                    let d = t1 - t0;
-                    v["args"]["delay_us"] = json!((d * 1000.0).round() / 1000.0);
-                    delays.entry(kind).or_default().push(d);
-                }
+            if let Some((kind, d)) = add_delay(&mut v, &sent) {
+                delays.entry(kind).or_default().push(d);
             }
             fault_steps.note(&v);
             if !first {
