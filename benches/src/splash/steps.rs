@@ -41,11 +41,28 @@ pub(super) fn fault_steps_of(other: &serde_json::Value) -> Option<FaultSteps> {
 }
 
 /// The steps of the trace file a run wrote. The merged trace ends with its `otherData`
-/// object; only that is parsed (the events before it can be tens of MB).
+/// object; only the file's end is read and only that object parsed (the events before it
+/// can be tens of MB): the last 64 KiB, then twice as much until the object starts in it.
 pub(super) fn trace_fault_steps(path: &Path) -> Option<FaultSteps> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let at = text.rfind("\"otherData\":")?;
-    let rest = text[at + "\"otherData\":".len()..].trim_end();
+    use std::io::{Read, Seek, SeekFrom};
+    const KEY: &str = "\"otherData\":";
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let mut window = 64 << 10;
+    let text = loop {
+        let from = len.saturating_sub(window);
+        file.seek(SeekFrom::Start(from)).ok()?;
+        let mut tail = Vec::new();
+        file.read_to_end(&mut tail).ok()?;
+        // The window may start inside a UTF-8 sequence of an event before the object.
+        let text = String::from_utf8_lossy(&tail).into_owned();
+        if text.contains(KEY) || from == 0 {
+            break text;
+        }
+        window *= 2;
+    };
+    let at = text.rfind(KEY)?;
+    let rest = text[at + KEY.len()..].trim_end();
     let other: serde_json::Value = serde_json::from_str(rest.strip_suffix('}')?).ok()?;
     fault_steps_of(&other)
 }

@@ -331,6 +331,19 @@ fn fault_steps_come_from_the_end_of_the_trace() {
     )
     .expect("write trace");
     assert_eq!(trace_fault_steps(&f), Some(want));
+    // A trace larger than the first window read from its end, with multi-byte characters
+    // where a window may start, and an otherData longer than that window.
+    let events = "{\"name\":\"recv grant\",\"args\":{\"what\":\"é\"}},\n".repeat(20_000);
+    let mut other = other_data_with_steps();
+    other["padding"] = serde_json::json!("x".repeat(100 << 10));
+    std::fs::write(
+        &f,
+        format!(
+            "{{\"traceEvents\":[\n{events}{{}}\n],\"displayTimeUnit\":\"ns\",\"otherData\":{other}}}\n"
+        ),
+    )
+    .expect("write trace");
+    assert_eq!(trace_fault_steps(&f), Some(want));
     std::fs::write(&f, "{\"traceEvents\":[\n").expect("write trace");
     assert_eq!(trace_fault_steps(&f), None, "a cut-off trace");
     assert_eq!(trace_fault_steps(&dir.join("missing.json")), None);
