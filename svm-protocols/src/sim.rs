@@ -426,12 +426,26 @@ impl SimNode {
 enum Choice {
     Channel(usize),
     Thread(ThreadId),
-    /// The linger time of a released lock token on a node passes (`SyncEvent::Linger`).
-    Linger(NodeId, u64),
-    /// The quantum of a remote request for a lock token on a node ends (`SyncEvent::Quantum`).
-    Quantum(NodeId, u64),
+    /// A lock timer of a node comes due.
+    LockTimer(LockTimer),
     /// A node's protocol timer comes due (`Protocol::next_timer`, sc-sw's minimum hold).
     Timer(NodeId),
+}
+
+/// A node's timer of a lock: it fires at a random step.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct LockTimer {
+    kind: LockTimerKind,
+    node: NodeId,
+    lock: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LockTimerKind {
+    /// The linger time of a released lock token passes (`SyncEvent::Linger`).
+    Linger,
+    /// The quantum of a remote request for a lock token ends (`SyncEvent::Quantum`).
+    Quantum,
 }
 
 type SimResult<T = ()> = Result<T, SimErrorKind>;
@@ -457,10 +471,8 @@ pub struct Cluster {
     lock_waits: HashMap<(u64, NodeId), u64>,
     /// The node that crashed ([`Op::Crash`]).
     crashed: Option<NodeId>,
-    /// Lingering lock tokens (node, lock): their timers fire at random steps.
-    lingers: Vec<(NodeId, u64)>,
-    /// Quanta of remote lock requests (node, lock): they end at random steps.
-    quanta: Vec<(NodeId, u64)>,
+    /// The lock timers armed: lingering tokens and quanta of remote requests.
+    lock_timers: Vec<LockTimer>,
     /// Threads holding a lock taken through the fast path: thread → (lock, acquire hooks ran).
     fast_holders: HashMap<ThreadId, (u64, bool)>,
 }
@@ -507,8 +519,7 @@ impl Cluster {
             lock_holders: HashMap::new(),
             lock_waits: HashMap::new(),
             crashed: None,
-            lingers: Vec::new(),
-            quanta: Vec::new(),
+            lock_timers: Vec::new(),
             fast_holders: HashMap::new(),
             cfg,
         }

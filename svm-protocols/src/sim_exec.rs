@@ -256,16 +256,8 @@ impl Cluster {
                     let departure = BarrierDeparture::of(all_nodes, took_part, self.nodes.len());
                     self.start_barrier_depart(node, tids, &notices, departure)?;
                 }
-                SyncEvent::Linger { lock } => {
-                    if !self.lingers.contains(&(node, lock)) {
-                        self.lingers.push((node, lock));
-                    }
-                }
-                SyncEvent::Quantum { lock } => {
-                    if !self.quanta.contains(&(node, lock)) {
-                        self.quanta.push((node, lock));
-                    }
-                }
+                SyncEvent::Linger { lock } => self.arm(LockTimerKind::Linger, node, lock),
+                SyncEvent::Quantum { lock } => self.arm(LockTimerKind::Quantum, node, lock),
                 SyncEvent::TryFailed { waiter, .. } => {
                     let tid = self.check_waiter(node, waiter)?;
                     let t = &mut self.threads[tid];

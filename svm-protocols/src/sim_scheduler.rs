@@ -4,6 +4,14 @@
 use super::*;
 
 impl Cluster {
+    /// Arms a lock timer of `node` (once: a timer already armed stays as it is).
+    pub(super) fn arm(&mut self, kind: LockTimerKind, node: NodeId, lock: u64) {
+        let t = LockTimer { kind, node, lock };
+        if !self.lock_timers.contains(&t) {
+            self.lock_timers.push(t);
+        }
+    }
+
     pub(super) fn run_inner(&mut self) -> SimResult {
         loop {
             self.choices.clear();
@@ -12,14 +20,9 @@ impl Cluster {
                     self.choices.push(Choice::Channel(i));
                 }
             }
-            for &(node, lock) in &self.lingers {
-                if self.crashed != Some(node) {
-                    self.choices.push(Choice::Linger(node, lock));
-                }
-            }
-            for &(node, lock) in &self.quanta {
-                if self.crashed != Some(node) {
-                    self.choices.push(Choice::Quantum(node, lock));
+            for &t in &self.lock_timers {
+                if self.crashed != Some(t.node) {
+                    self.choices.push(Choice::LockTimer(t));
                 }
             }
             for (i, nd) in self.nodes.iter().enumerate() {
@@ -61,19 +64,15 @@ impl Cluster {
             match pick {
                 Choice::Channel(c) => self.deliver(c)?,
                 Choice::Thread(t) => self.step_thread(t)?,
-                Choice::Linger(node, lock) => {
-                    self.lingers.retain(|&x| x != (node, lock));
+                Choice::LockTimer(t) => {
+                    self.lock_timers.retain(|&x| x != t);
                     let mut ev = Vec::new();
-                    self.nodes[node as usize].sync.linger_expired(lock, &mut ev);
-                    self.sync_events(node, ev)?;
-                }
-                Choice::Quantum(node, lock) => {
-                    self.quanta.retain(|&x| x != (node, lock));
-                    let mut ev = Vec::new();
-                    self.nodes[node as usize]
-                        .sync
-                        .quantum_expired(lock, &mut ev);
-                    self.sync_events(node, ev)?;
+                    let sync = &mut self.nodes[t.node as usize].sync;
+                    match t.kind {
+                        LockTimerKind::Linger => sync.linger_expired(t.lock, &mut ev),
+                        LockTimerKind::Quantum => sync.quantum_expired(t.lock, &mut ev),
+                    }
+                    self.sync_events(t.node, ev)?;
                 }
                 Choice::Timer(node) => {
                     let nd = &mut self.nodes[node as usize];
