@@ -41,10 +41,10 @@ fn class_of(kind: &str) -> Option<Class> {
     }
 }
 
-/// A page request sent or a grant read, at the node that faulted.
+/// A page request sent (`Class::Request`) or a grant read (`Class::Grant`), at the node that
+/// faulted: the only messages kept there, so the class says which end it is.
 struct Msg {
     ts: f64,
-    send: bool,
     class: Class,
     key: Key,
     /// A read message's way from its send (`delay_us`).
@@ -105,7 +105,6 @@ impl FaultSteps {
             (true, Class::Request, _) | (false, Class::Grant, Some(_)) => {
                 self.msgs.entry(pid).or_default().push(Msg {
                     ts,
-                    send,
                     class,
                     key,
                     delay,
@@ -129,11 +128,8 @@ impl FaultSteps {
             let from = ms.partition_point(|m| m.ts < t0);
             let to = ms.partition_point(|m| m.ts <= t5);
             let inside = &ms[from..to];
-            let req = inside.iter().find(|m| m.send && m.class == Class::Request);
-            let grant = inside
-                .iter()
-                .rev()
-                .find(|m| !m.send && m.class == Class::Grant);
+            let req = inside.iter().find(|m| m.class == Class::Request);
+            let grant = inside.iter().rev().find(|m| m.class == Class::Grant);
             let (Some(req), Some(grant)) = (req, grant) else {
                 continue;
             };
