@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -21,6 +21,8 @@ struct Pipe {
     /// Set by either end's `close` or by the writer's `finish_sending`: the reader sees EOF
     /// once it has read what was queued.
     closed: AtomicBool,
+    /// How many sends the writer made (each a write of its own on a socket).
+    sends: AtomicU64,
 }
 
 impl Pipe {
@@ -36,6 +38,7 @@ impl Pipe {
             bytes: Mutex::new(VecDeque::new()),
             ready,
             closed: AtomicBool::new(false),
+            sends: AtomicU64::new(0),
         })
     }
 
@@ -170,6 +173,12 @@ impl LoopbackTap {
         self.inbound.drain_into(buf)
     }
 
+    /// How many sends the tapped end has made on this connection: on a socket each is a
+    /// write of its own, which the peer can read before the next is made.
+    pub fn sends(&self) -> u64 {
+        self.outbound.sends.load(Ordering::Acquire)
+    }
+
     /// Cuts the connection, as a dying peer would: both ends see EOF once they have read what
     /// was already queued.
     pub fn cut(&self) {
@@ -192,6 +201,7 @@ impl Link for LoopbackLink {
             q.extend(*p);
         }
         drop(q);
+        self.outbound.sends.fetch_add(1, Ordering::AcqRel);
         self.outbound.signal();
         Ok(())
     }

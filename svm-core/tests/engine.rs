@@ -13,6 +13,7 @@ mod common;
 
 use svm_comm::deck::sci::HostBarrier;
 use svm_comm::loopback::{self, LoopbackTap};
+use svm_comm::transport::{Link, RecvBuf};
 use svm_comm::wire::{self, Msg, ProtoMsg};
 use svm_core::fault::mem::MemBackend;
 use svm_core::node::{FailureMode, Node, WaitResult};
@@ -622,4 +623,88 @@ fn an_abort_from_a_peer_ends_the_engine_with_its_reason_and_status() {
         job.engine_failure(0),
         "the job was ended by node 1: the program called exit(3) (status 3)"
     );
+}
+
+/// A batch of requests read at once is answered grant by grant: the home's engine writes
+/// each grant out as soon as it is made, so the first page of a reader's batch (its fault's,
+/// the others asked for with it) is on its way before the home handles the rest.
+#[test]
+fn each_grant_of_a_batch_of_requests_read_at_once_leaves_in_a_write_of_its_own() {
+    const PAGES: u64 = 4;
+    let cfg = common::config("sc-sw", 20);
+    let (home_end, peer_end) = loopback::pair(0, 1).expect("loopback pair");
+    let tap = home_end.tap();
+    let mem = MemBackend::new(cfg.page_size).expect("in-memory backend");
+    let parts = common::node_parts(
+        &cfg,
+        0,
+        2,
+        Box::new(mem.clone()),
+        vec![None, Some(Box::new(home_end))],
+        FailureMode::Keep,
+    );
+    let node = Node::start(parts).expect("node starts");
+    let page_size = cfg.page_size;
+    // Every other page of node 0's own allocation, written there first (node 0 owns them):
+    // pages not in a row, so the home sends nothing ahead.
+    let base = node
+        .space
+        .alloc_local(2 * PAGES as usize * page_size)
+        .expect("allocation");
+    let pages: Vec<PageId> = (0..PAGES)
+        .map(|i| {
+            let addr = base + 2 * i as usize * page_size;
+            store_u64(&mem, addr, 100 + i);
+            node.space.page_of(addr)
+        })
+        .collect();
+    let proto = protocol_id("sc-sw").expect("sc-sw");
+    let batch: Vec<u8> = pages
+        .iter()
+        .flat_map(|&page| {
+            frame(
+                &Msg::Proto {
+                    proto,
+                    msg: ProtoMsg::ReadReq { page },
+                },
+                1,
+            )
+        })
+        .collect();
+    let sends_before = tap.sends();
+    peer_end
+        .send(&[&batch])
+        .expect("the batch is sent in one write");
+    let mut buf = RecvBuf::new();
+    let mut granted = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while granted.len() < pages.len() {
+        assert!(
+            Instant::now() < deadline,
+            "node 0 granted {granted:?} of {pages:?} within 20 s"
+        );
+        assert!(
+            peer_end.recv_available(&mut buf).expect("reads"),
+            "link open"
+        );
+        while let Some(bytes) = buf.next_frame().expect("whole frames") {
+            let f = wire::decode(bytes).expect("a frame node 0 sent");
+            if let Msg::Proto {
+                msg: ProtoMsg::Grant { page, access, .. },
+                ..
+            } = f.msg
+            {
+                assert_eq!(access, Access::Read, "page {page}");
+                granted.push(page);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(granted, pages, "granted in the order asked");
+    let sends = tap.sends() - sends_before;
+    assert_eq!(
+        sends, PAGES,
+        "each grant is written as soon as it is made, not all of them after the last"
+    );
+    tap.cut();
 }
