@@ -134,7 +134,21 @@ struct NodePage {
     dropped_at: Option<u64>,
     /// Where the page stands in the write probe of its hold (see [`Holds`]).
     probe: Probe,
+    /// How many exclusive copies of this page in a row this node wrote (saturating); an
+    /// exclusive copy given up unwritten starts it over. From [`WRITTEN_TO_TRUST`] on, an
+    /// exclusive grant is installed writable at once (see `install_grant`).
+    exclusive_written: u8,
+    /// Exclusive grants installed writable since one was last installed read-only to see
+    /// whether it is still written (at most [`TRUSTED_INSTALLS`] in a row).
+    trusted_installs: u8,
 }
+
+/// Exclusive copies of a page written in a row after which this node installs the next
+/// exclusive grant of it writable, without waiting for the write fault.
+const WRITTEN_TO_TRUST: u8 = 2;
+/// Exclusive grants installed writable in a row before one is installed read-only again, so
+/// a page this node stopped writing is noticed (given up unwritten: the manager is told).
+const TRUSTED_INSTALLS: u8 = 7;
 
 /// An operation the manager has started and not yet completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -329,6 +343,8 @@ impl ScSingleWriter {
             drop_after_use: false,
             dropped_at: None,
             probe: Probe::Off,
+            exclusive_written: 0,
+            trusted_installs: 0,
         })
     }
 
@@ -516,6 +532,8 @@ impl ScSingleWriter {
         self.forget_unused_pair(ctx, page);
         let np = self.node_page(ctx, page);
         if std::mem::take(&mut np.exclusive) {
+            np.exclusive_written = 0;
+            np.trusted_installs = 0;
             let home = ctx.home(page);
             self.send(ctx, home, ProtoMsg::ExclusiveUnused { page }, None, out);
         }

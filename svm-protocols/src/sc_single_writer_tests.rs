@@ -787,3 +787,95 @@ fn release_and_acquire_complete_at_once() {
         ]
     );
 }
+
+#[test]
+fn exclusive_grants_of_a_page_written_each_time_are_installed_writable_and_checked_again() {
+    // Node 1 reads then writes P (homed on node 0) each time it gets it; node 0 takes it
+    // back in between (a migratory page under a lock).
+    let mut n1 = ScSingleWriter::with_prefetch(0);
+    let exclusive = ProtoMsg::GrantExclusive {
+        page: P,
+        with_data: true,
+    };
+    let installed = |out: &[Action]| {
+        out.iter().find_map(|a| match a {
+            Action::InstallIncoming { page, access } if *page == P => Some(*access),
+            _ => None,
+        })
+    };
+    let give_back = |n1: &mut ScSingleWriter| {
+        let fwd = ProtoMsg::FwdExclusive {
+            page: P,
+            to: 0,
+            with_data: true,
+        };
+        msg(n1, 1, 0, 0, fwd)
+    };
+    // One turn: a read fault, the exclusive grant, then the thread's write. Returns the
+    // access the grant was installed with and whether the write faulted.
+    let turn = |n1: &mut ScSingleWriter| {
+        assert_eq!(
+            fault(n1, 1, 0, P, Access::Read),
+            vec![send(0, ProtoMsg::ReadReq { page: P }, None)]
+        );
+        let access = installed(&msg(n1, 1, 0, 0, exclusive.clone())).expect("installed");
+        let write = if access == Access::Write {
+            None
+        } else {
+            let out = fault(n1, 1, 0, P, Access::Write);
+            assert_eq!(
+                out,
+                vec![Action::SetAccess {
+                    page: P,
+                    access: Access::Write
+                }],
+                "an exclusive copy is written without a message"
+            );
+            Some(())
+        };
+        (access, write.is_some())
+    };
+    for _ in 0..WRITTEN_TO_TRUST {
+        assert_eq!(turn(&mut n1), (Access::Read, true), "not trusted yet");
+        give_back(&mut n1);
+    }
+    for round in 0..3 {
+        for _ in 0..TRUSTED_INSTALLS {
+            assert_eq!(turn(&mut n1), (Access::Write, false), "round {round}");
+            assert!(
+                n1.describe(P).contains("access Write"),
+                "{}",
+                n1.describe(P)
+            );
+            let out = give_back(&mut n1);
+            assert!(
+                !out.iter().any(|a| matches!(
+                    a,
+                    Action::Send {
+                        msg: ProtoMsg::ExclusiveUnused { .. },
+                        ..
+                    }
+                )),
+                "a copy installed writable is not reported unused"
+            );
+        }
+        // The next one is installed read-only, to see whether it is still written: it is.
+        assert_eq!(turn(&mut n1), (Access::Read, true), "round {round}");
+        give_back(&mut n1);
+    }
+    // Read-only again after the trusted ones; given up unwritten this time: the manager
+    // hears so, and trust starts over.
+    for _ in 0..TRUSTED_INSTALLS {
+        turn(&mut n1);
+        give_back(&mut n1);
+    }
+    fault(&mut n1, 1, 0, P, Access::Read);
+    let out = msg(&mut n1, 1, 0, 0, exclusive.clone());
+    assert_eq!(installed(&out), Some(Access::Read));
+    let out = give_back(&mut n1);
+    assert!(
+        out.contains(&send(0, ProtoMsg::ExclusiveUnused { page: P }, None)),
+        "{out:?}"
+    );
+    assert_eq!(turn(&mut n1), (Access::Read, true), "trust starts over");
+}
