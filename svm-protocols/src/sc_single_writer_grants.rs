@@ -123,7 +123,7 @@ impl ScSingleWriter {
             np.outstanding = None;
         }
         let mut became_owner = false;
-        if access == Access::Write || exclusive || trusted {
+        if access == Access::Write || exclusive {
             became_owner = !np.is_owner;
             np.is_owner = true;
         }
