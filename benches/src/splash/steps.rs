@@ -5,15 +5,9 @@
 
 use super::*;
 
-/// The steps of the trace's summary, in the report's order (the total last).
-const STEPS: [(&str, &str); 6] = [
-    ("to_request_sent", "to request sent"),
-    ("request_on_its_way", "request on its way"),
-    ("serving_nodes", "serving nodes"),
-    ("grant_on_its_way", "grant on its way"),
-    ("install_and_wake", "install and wake"),
-    ("total", "total"),
-];
+/// The steps of the trace's summary, in the report's order (the total last): the keys the
+/// trace merge writes; the report's column is the key with spaces.
+use svm_core::profile::REMOTE_FAULT_STEPS as STEPS;
 
 /// One run's remote faults: how many, how many had a round trip of their own, and per step
 /// (in [`STEPS`] order) the median and the mean in µs.
@@ -29,7 +23,7 @@ pub(super) struct FaultSteps {
 pub(super) fn fault_steps_of(other: &serde_json::Value) -> Option<FaultSteps> {
     let s = &other["remote_fault_steps_us"];
     let mut steps = [(0.0, 0.0); 6];
-    for (i, (key, _)) in STEPS.iter().enumerate() {
+    for (i, key) in STEPS.iter().enumerate() {
         let st = &s["steps"][key];
         steps[i] = (st["p50"].as_f64()?, st["mean"].as_f64()?);
     }
@@ -81,7 +75,7 @@ pub(super) fn fault_steps_section(rows: &[Row], nodes: &[usize]) -> String {
             ["program", "matched / remote"]
                 .into_iter()
                 .map(String::from)
-                .chain(STEPS.iter().map(|(_, label)| label.to_string())),
+                .chain(STEPS.iter().map(|key| key.replace('_', " "))),
         );
         for r in rows.iter().filter(|r| r.p == p) {
             let mut cells = vec![r.prog.to_string()];

@@ -62,8 +62,10 @@ pub(super) struct FaultSteps {
     request_delays: HashMap<Key, f64>,
 }
 
-/// The names of the steps, in order, then the whole.
-pub(super) const STEPS: [&str; 6] = [
+/// The names of the steps, in order, then the whole: the keys of
+/// `otherData.remote_fault_steps_us.steps` in a trace (docs/profiling.md), which `svm-bench
+/// splash --trace` reads.
+pub const REMOTE_FAULT_STEPS: [&str; 6] = [
     "to_request_sent",
     "request_on_its_way",
     "serving_nodes",
@@ -115,7 +117,7 @@ impl FaultSteps {
     }
 
     /// The faulting node and the durations (µs) of the steps of every remote fault that had
-    /// its own round trip, in [`STEPS`] order.
+    /// its own round trip, in [`REMOTE_FAULT_STEPS`] order.
     fn matched(mut self) -> (usize, Vec<(u64, [f64; 6])>) {
         for m in self.msgs.values_mut() {
             m.sort_by(|a, b| a.ts.total_cmp(&b.ts));
@@ -157,7 +159,7 @@ impl FaultSteps {
             let mine: Vec<&[f64; 6]> = steps.iter().filter(|s| of(s.0)).map(|s| &s.1).collect();
             let mut m = Map::new();
             if !mine.is_empty() {
-                for (i, name) in STEPS.iter().enumerate() {
+                for (i, name) in REMOTE_FAULT_STEPS.iter().enumerate() {
                     let v: Vec<f64> = mine.iter().map(|s| s[i]).collect();
                     m.insert(name.to_string(), super::trace::delay_summary(v));
                 }
@@ -252,7 +254,7 @@ mod tests {
         assert_eq!(s["matched"], 1, "{s}");
         let want = [3.0, 12.0, 10.0, 25.0, 10.0, 60.0];
         for steps in [&s["steps"], &s["by_node"]["1"]] {
-            for (name, w) in STEPS.iter().zip(want) {
+            for (name, w) in REMOTE_FAULT_STEPS.iter().zip(want) {
                 let step = &steps[name];
                 assert_eq!(step["count"], 1, "{name}: {s}");
                 for k in ["mean", "p50", "p90", "max"] {

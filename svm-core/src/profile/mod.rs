@@ -29,6 +29,7 @@ use std::time::Duration;
 use crate::sys::segv::now_ns;
 use crate::{Access, NodeId, PageId};
 
+pub use fault_steps::REMOTE_FAULT_STEPS;
 pub use record::Recorder;
 
 /// True while a profile or a trace is being recorded in this process.
