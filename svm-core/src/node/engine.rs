@@ -2,6 +2,7 @@
 //! running timers (lock lingers, protocol timers).
 
 use super::*;
+use crate::protocol::ProtoMsg;
 use std::sync::atomic::fence;
 
 /// Non-blocking polls after activity before the engine sleeps in epoll, unless `SVM_SPIN`
@@ -336,9 +337,13 @@ impl Node {
     }
 
     /// Handles the whole frames a read from `peer`'s link put into `buf`, in order, up to
-    /// and including the first that queued frames to send while more follow
-    /// ([`Frames::More`]: the caller lets go of the state to write them out, then calls
-    /// again). Once every frame is handled, a link the peer closed (`alive` false) is
+    /// and including the first page request whose handling queued frames to send while more
+    /// follow ([`Frames::More`]: the caller lets go of the state to write them out, then
+    /// calls again). Other frames' answers go with what follows them in the read: a lock
+    /// grant leaves together with the grants of the pages the acquirer asked for along with
+    /// the lock (`SVM_LOCK_PAGES`, whose requests it sends right behind the lock's), so the
+    /// acquirer's engine installs them in the step that wakes its thread (test
+    /// `a_lock_takes_its_page_along`). Once every frame is handled, a link the peer closed (`alive` false) is
     /// closed here too ([`Frames::Handled`]).
     fn on_received(
         &self,
@@ -350,9 +355,9 @@ impl Node {
     ) -> Result<Frames, EngineError> {
         loop {
             let handled = match buf.next_frame() {
-                Ok(Some(frame)) => self
-                    .on_frame(st, peer, frame)
-                    .map(|()| self.out_pending.load(Ordering::Acquire) && buf.pending() != 0),
+                Ok(Some(frame)) => self.on_frame(st, peer, frame).map(|request| {
+                    request && self.out_pending.load(Ordering::Acquire) && buf.pending() != 0
+                }),
                 Ok(None) => break,
                 Err(e) => Err(EngineError::MalformedFrame {
                     peer,
@@ -412,12 +417,14 @@ impl Node {
     }
 
     /// Handles one whole frame from `from`: decodes it, counts it, and dispatches its message.
+    /// Handles one frame from `from`. Returns whether it was a page request (a read or write
+    /// request, or one forwarded by a manager): its answer is what a faulting thread waits for.
     pub(super) fn on_frame(
         &self,
         st: &mut EngineState,
         from: NodeId,
         frame: &[u8],
-    ) -> Result<(), EngineError> {
+    ) -> Result<bool, EngineError> {
         let f = wire::decode(frame).map_err(|e| EngineError::MalformedFrame {
             peer: from,
             why: e.to_string(),
@@ -434,7 +441,19 @@ impl Node {
                 f.header.seq,
             );
         }
-        self.handle_msg(st, from, f.msg, f.data)
+        let request = matches!(
+            f.msg,
+            Msg::Proto {
+                msg: ProtoMsg::ReadReq { .. }
+                    | ProtoMsg::WriteReq { .. }
+                    | ProtoMsg::FwdRead { .. }
+                    | ProtoMsg::FwdWrite { .. }
+                    | ProtoMsg::FwdExclusive { .. },
+                ..
+            }
+        );
+        self.handle_msg(st, from, f.msg, f.data)?;
+        Ok(request)
     }
 
     /// A linger or a protocol timer due at `due` (ns, as `now`) was just set (under the state
