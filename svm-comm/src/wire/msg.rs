@@ -252,6 +252,19 @@ impl ProtoMsg {
             | ProtoMsg::HomeTaken { page } => *page,
         }
     }
+
+    /// A request for a page (read or write, to its manager, or forwarded by the manager to
+    /// the owner): its answer is what a faulting thread waits for.
+    pub fn is_page_request(&self) -> bool {
+        matches!(
+            self,
+            ProtoMsg::ReadReq { .. }
+                | ProtoMsg::WriteReq { .. }
+                | ProtoMsg::FwdRead { .. }
+                | ProtoMsg::FwdWrite { .. }
+                | ProtoMsg::FwdExclusive { .. }
+        )
+    }
 }
 
 impl Msg {

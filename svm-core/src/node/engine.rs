@@ -2,7 +2,6 @@
 //! running timers (lock lingers, protocol timers).
 
 use super::*;
-use crate::protocol::ProtoMsg;
 use std::sync::atomic::fence;
 
 /// Non-blocking polls after activity before the engine sleeps in epoll, unless `SVM_SPIN`
@@ -64,7 +63,8 @@ const DEADLINE_CHECK_NS: u64 = 100_000_000;
 /// What [`Node::on_received`] left in the receive buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Frames {
-    /// A frame queued frames to send and more whole frames may follow: write out, then go on.
+    /// A page request queued frames to send and more whole frames may follow: write out,
+    /// then go on.
     More,
     /// Every whole frame was handled.
     Handled,
@@ -273,21 +273,24 @@ impl Node {
     /// Reads what `peer`'s link has and handles every whole frame of it. Returns whether the
     /// link stays open (see [`Node::on_received`]).
     ///
-    /// A frame whose handling queued frames to send ends a step: the state is let go, which
-    /// writes them out, and the next frame starts a step of its own. A home that read a batch
-    /// of requests (a reader's fault and the pages it asked for with it) so sends each grant
-    /// as soon as it is made, not all of them after the last: SPLASH-2 lu-noncontiguous at
-    /// p = 2 (`svmrun --trace`), the faulting page's grant of a batch of eight read 124 µs
+    /// A page request whose handling queued frames to send ends a step: the state is let go,
+    /// which writes them out, and the next frame starts a step of its own. A home that read a
+    /// batch of requests (a reader's fault and the pages it asked for with it) so sends each
+    /// grant as soon as it is made, not all of them after the last: SPLASH-2 lu-noncontiguous
+    /// at p = 2 (`svmrun --trace`), the faulting page's grant of a batch of eight read 124 µs
     /// after it was queued, behind seven grants made after it.
     fn read_link(&self, peer: NodeId, link: &dyn Link) -> Result<bool, EngineError> {
         let mut buf = locked(&self.recv_bufs[peer as usize]);
         let received = link.recv_available(&mut buf);
-        let alive = {
-            let mut st = self.lock_state();
-            self.link_still_open(&mut st, peer, received)?
-        };
+        // One hold of the state for the whole read unless a page request's answer has to
+        // leave before the rest (the read's result is looked at under the first).
+        let mut received = Some(received);
+        let mut alive = false;
         loop {
             let mut st = self.lock_state();
+            if let Some(received) = received.take() {
+                alive = self.link_still_open(&mut st, peer, received)?;
+            }
             if self.on_received(&mut st, peer, link, alive, &mut buf)? == Frames::Handled {
                 return Ok(alive);
             }
@@ -343,8 +346,8 @@ impl Node {
     /// grant leaves together with the grants of the pages the acquirer asked for along with
     /// the lock (`SVM_LOCK_PAGES`, whose requests it sends right behind the lock's), so the
     /// acquirer's engine installs them in the step that wakes its thread (test
-    /// `a_lock_takes_its_page_along`). Once every frame is handled, a link the peer closed (`alive` false) is
-    /// closed here too ([`Frames::Handled`]).
+    /// `a_lock_takes_its_page_along`). Once every frame is handled, a link the peer closed
+    /// (`alive` false) is closed here too ([`Frames::Handled`]).
     fn on_received(
         &self,
         st: &mut EngineState,
@@ -417,8 +420,7 @@ impl Node {
     }
 
     /// Handles one whole frame from `from`: decodes it, counts it, and dispatches its message.
-    /// Handles one frame from `from`. Returns whether it was a page request (a read or write
-    /// request, or one forwarded by a manager): its answer is what a faulting thread waits for.
+    /// Returns whether it was a page request ([`ProtoMsg::is_page_request`]).
     pub(super) fn on_frame(
         &self,
         st: &mut EngineState,
@@ -441,17 +443,7 @@ impl Node {
                 f.header.seq,
             );
         }
-        let request = matches!(
-            f.msg,
-            Msg::Proto {
-                msg: ProtoMsg::ReadReq { .. }
-                    | ProtoMsg::WriteReq { .. }
-                    | ProtoMsg::FwdRead { .. }
-                    | ProtoMsg::FwdWrite { .. }
-                    | ProtoMsg::FwdExclusive { .. },
-                ..
-            }
-        );
+        let request = matches!(&f.msg, Msg::Proto { msg, .. } if msg.is_page_request());
         self.handle_msg(st, from, f.msg, f.data)?;
         Ok(request)
     }
