@@ -495,27 +495,36 @@ pub struct ProtocolOptions {
     pub home_migration: bool,
 }
 
-/// Fault-around sizing for one protocol instance: the window starts at
+/// Fault-around sizing for one protocol instance: a walk's window starts at
 /// [`FaultAround::START`] pages and doubles, up to the configured maximum, while each fault
-/// lands right after the previous run (a sequential first touch); any other fault starts over.
-/// So a program that touches a large allocation sparsely maps few pages it does not use, and
-/// one that fills it in order pays one fault per `max` pages.
+/// lands right after that walk's previous run (a sequential first touch); a fault that
+/// continues no walk starts a new one. Several walks are followed at once, so a loop that
+/// fills two arrays side by side (Jacobi's first sweep reads one grid and writes the other)
+/// grows both windows instead of starting over at every other fault. So a program that
+/// touches a large allocation sparsely maps few pages it does not use, and one that fills
+/// it in order pays one fault per `max` pages.
 #[derive(Debug, Clone, Default)]
 pub struct FaultAround {
     /// Largest window in pages (0 or 1 = off).
     pub max: usize,
-    cur: usize,
-    next: Option<PageId>,
+    /// The walks followed: the page right after each one's last run, and its window (0: a
+    /// free slot).
+    walks: [(PageId, usize); FaultAround::WALKS],
+    /// The slot a new walk takes (round robin).
+    next_slot: usize,
 }
 
 impl FaultAround {
     pub const START: usize = 8;
 
+    /// Walks followed at once: arrays filled side by side, or threads of a node filling
+    /// their own parts (as `fault::SequentialFill` tracks the backend's runs).
+    pub const WALKS: usize = 8;
+
     pub fn new(max: usize) -> Self {
         FaultAround {
             max,
-            cur: 0,
-            next: None,
+            ..Default::default()
         }
     }
 
@@ -524,9 +533,9 @@ impl FaultAround {
     }
 
     /// The pages a fault-around for `page` covers: the pages of the aligned block of the
-    /// current window around `page` that are contiguous with it, homed on this node, in
-    /// `page`'s region and `fresh` (no node has dealt with them). Includes `page` itself (the
-    /// caller checked it).
+    /// window of the walk `page` continues (or a new walk's) that are contiguous with it,
+    /// homed on this node, in `page`'s region and `fresh` (no node has dealt with them).
+    /// Includes `page` itself (the caller checked it).
     pub fn run(
         &mut self,
         ctx: &dyn Context,
@@ -536,12 +545,24 @@ impl FaultAround {
         if !self.enabled() {
             return page..page + 1;
         }
-        self.cur = if self.next == Some(page) {
-            (self.cur * 2).clamp(Self::START.min(self.max), self.max)
-        } else {
-            Self::START.min(self.max)
+        let first = Self::START.min(self.max);
+        let slot = match self
+            .walks
+            .iter()
+            .position(|&(next, cur)| cur != 0 && next == page)
+        {
+            Some(i) => {
+                self.walks[i].1 = (self.walks[i].1 * 2).clamp(first, self.max);
+                i
+            }
+            None => {
+                let i = self.next_slot;
+                self.next_slot = (i + 1) % Self::WALKS;
+                self.walks[i].1 = first;
+                i
+            }
         };
-        let w = self.cur as PageId;
+        let w = self.walks[slot].1 as PageId;
         let (lo, hi) = (page - page % w, page - page % w + w);
         let ok = |q: PageId| ctx.home(q) == ctx.me() && ctx.same_region(page, q) && fresh(q);
         let mut start = page;
@@ -552,7 +573,7 @@ impl FaultAround {
         while end < hi && ok(end) {
             end += 1;
         }
-        self.next = Some(end);
+        self.walks[slot].0 = end;
         start..end
     }
 }
@@ -598,5 +619,38 @@ mod tests {
         assert_eq!(fa.run(&ctx, 83, |p| p != 85), 80..85);
         // Off: just the page.
         assert_eq!(FaultAround::new(0).run(&ctx, 5, after(0)), 5..6);
+    }
+
+    #[test]
+    fn fault_around_follows_walks_interleaved_with_each_other() {
+        // Two arrays filled side by side, as Jacobi's first sweep reads one grid and writes
+        // the other: each walk's window grows as if it were alone.
+        let ctx = StaticContext {
+            me: 0,
+            nodes: 1,
+            homes: |_| 0,
+        };
+        let mut fa = FaultAround::new(64);
+        let fresh = |_| true;
+        let (a, b) = (0, 10_000);
+        let mut runs = Vec::new();
+        let (mut pa, mut pb) = (a, b);
+        for _ in 0..5 {
+            let ra = fa.run(&ctx, pa, fresh);
+            let rb = fa.run(&ctx, pb, fresh);
+            (pa, pb) = (ra.end, rb.end);
+            runs.push((ra.end - ra.start, rb.end - rb.start));
+        }
+        assert_eq!(runs, [(8, 8), (16, 16), (32, 32), (64, 64), (64, 64)]);
+        // As many walks as slots are followed at once; one more walk takes the oldest slot.
+        let mut fa = FaultAround::new(64);
+        let starts: Vec<PageId> = (0..=FaultAround::WALKS as PageId)
+            .map(|k| k * 1_000)
+            .collect();
+        let ends: Vec<PageId> = starts.iter().map(|&p| fa.run(&ctx, p, fresh).end).collect();
+        // Walk 0's slot went to the last walk: walk 1 still grows, walk 0 starts over.
+        let len = |r: std::ops::Range<PageId>| r.end - r.start;
+        assert_eq!(len(fa.run(&ctx, ends[1], fresh)), 16);
+        assert_eq!(len(fa.run(&ctx, ends[0], fresh)), 8);
     }
 }
