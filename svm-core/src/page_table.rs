@@ -111,8 +111,13 @@ impl PageTable {
         None
     }
 
-    /// The waiter that has waited longest, over all pages: (page, waiter).
+    /// The waiter that has waited longest, over all pages: (page, waiter). The engine asks
+    /// every few milliseconds; with nobody waiting it does not walk the table (tens of
+    /// thousands of pages after a first-touch fill).
     pub fn oldest_waiter(&self) -> Option<(PageId, PageWaiter)> {
+        if self.waiting == 0 {
+            return None;
+        }
         self.pages
             .iter()
             .flat_map(|(p, e)| e.waiters.iter().map(move |w| (*p, *w)))

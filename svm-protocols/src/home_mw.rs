@@ -19,7 +19,8 @@
 //! Home side: `Diffs` are applied to the master copy (`ApplyIncomingDiffs`) and acknowledged
 //! with `DiffAck` (in sc-mw only after invalidating every other copy).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg, ProtocolStats};
 
@@ -95,7 +96,7 @@ struct HomeFlush {
 #[derive(Debug)]
 pub(crate) struct HomeMw {
     mode: Mode,
-    pages: HashMap<PageId, NodePage>,
+    pages: FxHashMap<PageId, NodePage>,
     /// Remote pages with a twin (written since their last flush).
     dirty: BTreeSet<PageId>,
     /// Own (home) pages written since the last release (and the sticky ones: `sticky`).
@@ -112,19 +113,19 @@ pub(crate) struct HomeMw {
     pub(crate) visible: visible::Visibility,
     // ---- home side ----
     /// sc-mw: nodes holding a copy of each page this node is home of (never this node).
-    copysets: HashMap<PageId, NodeSet>,
+    copysets: FxHashMap<PageId, NodeSet>,
     /// sc-mw: outstanding invalidations (at most one per page and node: a node leaves the
     /// copyset when invalidated and only re-enters it with a request sent after its ack):
     /// (page, node) → the flushes waiting for that ack.
     inval_pending: BTreeMap<(PageId, NodeId), Vec<u64>>,
-    home_flushes: HashMap<u64, HomeFlush>,
+    home_flushes: FxHashMap<u64, HomeFlush>,
     next_home_flush: u64,
     /// Pages this node is home of whose copy some node has fetched at least once. A home page
     /// nobody ever fetched needs no write tracking: no stale copy of it exists anywhere and
     /// the next fetch gets the master copy as it is. So the home leaves such pages writable
     /// across releases (no fault per iteration on data only the home uses), and lowers a page
     /// to read-only at its first fetch, after which its writes are tracked again.
-    served: HashSet<PageId>,
+    served: FxHashSet<PageId>,
     /// Fault-around (off by default): see `ProtocolOptions::fault_around`.
     pub(crate) fault_around: svm_core::protocol::FaultAround,
     /// Read-ahead of this node's fetches (off by default): see [`ScanAhead`].
@@ -164,7 +165,7 @@ impl HomeMw {
     pub(crate) fn new(mode: Mode) -> Self {
         HomeMw {
             mode,
-            pages: HashMap::new(),
+            pages: FxHashMap::default(),
             dirty: BTreeSet::new(),
             dirty_home: BTreeSet::new(),
             sticky: Default::default(),
@@ -172,11 +173,11 @@ impl HomeMw {
             flushes: VecDeque::new(),
             next_flush: 1,
             visible: Default::default(),
-            copysets: HashMap::new(),
+            copysets: FxHashMap::default(),
             inval_pending: BTreeMap::new(),
-            home_flushes: HashMap::new(),
+            home_flushes: FxHashMap::default(),
             next_home_flush: 1,
-            served: HashSet::new(),
+            served: FxHashSet::default(),
             fault_around: Default::default(),
             fetch_ahead: ScanAhead::default(),
             write_ahead: ScanAhead::default(),

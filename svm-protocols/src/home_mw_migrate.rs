@@ -42,7 +42,8 @@
 //! on a page its writer is home of before a datum still in the writer's twin (SPLASH-2 fmm
 //! crashed in 2 of ~80 runs with it; docs/protocols.md, "A racy program").
 
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
 
@@ -56,7 +57,7 @@ pub(super) struct Migration {
     pub(super) on: bool,
     /// Pages whose home is not the region's (`Context::home`): the node this node knows as
     /// their home now.
-    moved: HashMap<PageId, NodeId>,
+    moved: FxHashMap<PageId, NodeId>,
     /// Home side: pages of this node whose diffs the other node sent since the last departure.
     written_there: BTreeSet<PageId>,
     /// Home side: pages of this node counted as written at its releases since the last

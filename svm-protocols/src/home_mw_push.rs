@@ -32,7 +32,7 @@
 //! to fetch it) doubles the next one, up to [`PUSH_BUDGET_MAX`]. A page the reader stopped
 //! reading costs at most one budget of needless pushes.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use svm_core::protocol::{Access, Action, Context, NodeId, PageId, ProtoMsg};
 
@@ -48,7 +48,7 @@ pub(super) const PUSH_BUDGET_MAX: u8 = 128;
 /// Home side: the other node's push budget of each page this node is home of.
 #[derive(Debug, Default)]
 pub(super) struct PushBudgets {
-    pages: HashMap<PageId, Budget>,
+    pages: FxHashMap<PageId, Budget>,
 }
 
 impl PushBudgets {

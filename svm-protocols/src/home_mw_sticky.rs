@@ -19,7 +19,8 @@
 //! releases); a page written in every second interval only, or once in a while, never stays
 //! writable.
 
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
 use svm_core::protocol::PageId;
 
@@ -30,7 +31,7 @@ pub(super) const STICKY_RELEASES: u8 = 16;
 #[derive(Debug, Default)]
 pub(super) struct Sticky {
     /// Each sticky page and the releases it stays writable for.
-    left: HashMap<PageId, u8>,
+    left: FxHashMap<PageId, u8>,
     /// Home pages whose write this node saw (a fault, or write-ahead) since the last release.
     seen_now: BTreeSet<PageId>,
     /// The served ones among them at the last release.

@@ -17,7 +17,8 @@
 //! in place, through a local FIFO, instead of travelling through the engine: a fault on a page
 //! whose home and owner is this node is resolved inside `on_fault` without any message.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use svm_core::protocol::{
     Access, Action, Context, FaultAround, NodeId, PageId, ProtoMsg, Protocol, ProtocolStats,
@@ -244,20 +245,20 @@ impl ManagerPage {
 /// Sequential consistency with a single writer and multiple readers; see the module docs.
 #[derive(Debug, Default)]
 pub struct ScSingleWriter {
-    pages: HashMap<PageId, NodePage>,
-    managed: HashMap<PageId, ManagerPage>,
+    pages: FxHashMap<PageId, NodePage>,
+    managed: FxHashMap<PageId, ManagerPage>,
     /// Read-ahead: pages granted unasked behind a sequential read stream (0 = off).
     prefetch: usize,
     /// Fault-around (off by default), see [`ScSingleWriter::with_fault_around`].
     fault_around: FaultAround,
     /// Manager: per reader, its read-ahead stream (see [`Stream`]).
-    streams: HashMap<NodeId, Stream>,
+    streams: FxHashMap<NodeId, Stream>,
     /// Messages from this node to itself, handled in place in FIFO order.
     local: VecDeque<ProtoMsg>,
     /// Node side: the page this node last asked its manager for.
     last_request: Option<PageId>,
     /// Node side: remembered pairs, by first page (see [`Pair`]).
-    pairs: HashMap<PageId, Pair>,
+    pairs: FxHashMap<PageId, Pair>,
     /// Node side: releases and barrier arrivals of this node so far (the release epoch).
     epoch: u64,
     /// Node side: the minimum hold (see [`Holds`]).
