@@ -253,6 +253,14 @@ impl ProtoMsg {
         }
     }
 
+    /// A page's grant (read, write or exclusive copy): what ends a faulting thread's wait.
+    pub fn is_page_grant(&self) -> bool {
+        matches!(
+            self,
+            ProtoMsg::Grant { .. } | ProtoMsg::GrantExclusive { .. }
+        )
+    }
+
     /// A request for a page (read or write, to its manager, or forwarded by the manager to
     /// the owner): its answer is what a faulting thread waits for.
     pub fn is_page_request(&self) -> bool {
@@ -266,6 +274,20 @@ impl ProtoMsg {
         )
     }
 }
+
+/// The names ([`Msg::stat_name`]) of the messages [`ProtoMsg::is_page_request`] picks: for
+/// tools that read them back from a trace, not from messages (the profiler's split of remote
+/// faults into steps). A unit test keeps the two in step.
+pub const PAGE_REQUEST_NAMES: &[&str] = &[
+    "read_req",
+    "write_req",
+    "fwd_read",
+    "fwd_write",
+    "fwd_exclusive",
+];
+
+/// The names of the messages [`ProtoMsg::is_page_grant`] picks (see [`PAGE_REQUEST_NAMES`]).
+pub const PAGE_GRANT_NAMES: &[&str] = &["grant", "grant_exclusive"];
 
 impl Msg {
     /// Small stable code per message kind, carried in the frame header.

@@ -268,3 +268,109 @@ proptest::proptest! {
         proptest::prop_assert_eq!(decode(&f).unwrap().msg, m);
     }
 }
+
+/// One message of every `ProtoMsg` kind. The match has no wildcard: a new kind does not
+/// compile until it is listed here, so the name lists below stay checked against it.
+fn one_proto_msg_of_each_kind() -> Vec<ProtoMsg> {
+    let all = vec![
+        ProtoMsg::ReadReq { page: 1 },
+        ProtoMsg::WriteReq { page: 1 },
+        ProtoMsg::FwdRead { page: 1, to: 2 },
+        ProtoMsg::FwdWrite {
+            page: 1,
+            to: 2,
+            with_data: true,
+        },
+        ProtoMsg::Inval { page: 1 },
+        ProtoMsg::InvalAck { page: 1 },
+        ProtoMsg::Grant {
+            page: 1,
+            access: Access::Read,
+            with_data: true,
+        },
+        ProtoMsg::Done { page: 1 },
+        ProtoMsg::Diffs {
+            token: 1,
+            diffed: vec![1],
+            pushed: vec![],
+        },
+        ProtoMsg::DiffAck { token: 1, page: 1 },
+        ProtoMsg::FwdExclusive {
+            page: 1,
+            to: 2,
+            with_data: false,
+        },
+        ProtoMsg::GrantExclusive {
+            page: 1,
+            with_data: true,
+        },
+        ProtoMsg::ExclusiveUnused { page: 1 },
+        ProtoMsg::Push { page: 1 },
+        ProtoMsg::Dropped { page: 1 },
+        ProtoMsg::DropAck { page: 1 },
+        ProtoMsg::AheadAsk { page: 1, count: 8 },
+        ProtoMsg::AheadCopy { page: 1 },
+        ProtoMsg::HomeMoved {
+            page: 1,
+            copy_kept: true,
+        },
+        ProtoMsg::HomeTaken { page: 1 },
+    ];
+    for m in &all {
+        match m {
+            ProtoMsg::ReadReq { .. }
+            | ProtoMsg::WriteReq { .. }
+            | ProtoMsg::FwdRead { .. }
+            | ProtoMsg::FwdWrite { .. }
+            | ProtoMsg::Inval { .. }
+            | ProtoMsg::InvalAck { .. }
+            | ProtoMsg::Grant { .. }
+            | ProtoMsg::Done { .. }
+            | ProtoMsg::Diffs { .. }
+            | ProtoMsg::DiffAck { .. }
+            | ProtoMsg::FwdExclusive { .. }
+            | ProtoMsg::GrantExclusive { .. }
+            | ProtoMsg::ExclusiveUnused { .. }
+            | ProtoMsg::Push { .. }
+            | ProtoMsg::Dropped { .. }
+            | ProtoMsg::DropAck { .. }
+            | ProtoMsg::AheadAsk { .. }
+            | ProtoMsg::AheadCopy { .. }
+            | ProtoMsg::HomeMoved { .. }
+            | ProtoMsg::HomeTaken { .. } => {}
+        }
+    }
+    all
+}
+
+#[test]
+fn the_page_request_and_grant_names_are_those_of_the_messages_picked() {
+    let mut requests = Vec::new();
+    let mut grants = Vec::new();
+    for m in one_proto_msg_of_each_kind() {
+        let name = Msg::Proto {
+            proto: 0,
+            msg: m.clone(),
+        }
+        .stat_name();
+        assert_eq!(
+            m.is_page_request(),
+            PAGE_REQUEST_NAMES.contains(&name),
+            "{name}"
+        );
+        assert_eq!(
+            m.is_page_grant(),
+            PAGE_GRANT_NAMES.contains(&name),
+            "{name}"
+        );
+        if m.is_page_request() {
+            requests.push(name);
+        }
+        if m.is_page_grant() {
+            grants.push(name);
+        }
+    }
+    // Every listed name is some message's.
+    assert_eq!(requests.len(), PAGE_REQUEST_NAMES.len());
+    assert_eq!(grants.len(), PAGE_GRANT_NAMES.len());
+}

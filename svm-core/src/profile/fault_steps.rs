@@ -2,8 +2,9 @@
 //!
 //! A remote fault's slice (`read fault` / `write fault` with `remote: true`) spans from the
 //! engine taking the fault to the thread's release. Within it, on the faulting node, the first
-//! page request sent (`*_req`, `fwd_*`: the request to the manager, or the manager's own
-//! request forwarded to the owner) and the last grant read (`grant*`) mark the round trip;
+//! page request sent (`svm_comm::wire::PAGE_REQUEST_NAMES`: the request to the manager, or the
+//! manager's own request forwarded to the owner) and the last grant read
+//! (`PAGE_GRANT_NAMES`) mark the round trip;
 //! the other ends of those two messages — their `delay_us`, which the merge set by matching
 //! each receive with its send (`trace::merge_files`) — split it:
 //!
@@ -31,10 +32,13 @@ enum Class {
     Grant,
 }
 
+/// The class of a trace message by its name: the names of the messages
+/// `ProtoMsg::is_page_request` and `ProtoMsg::is_page_grant` pick (svm-comm keeps the lists in
+/// step with those).
 fn class_of(kind: &str) -> Option<Class> {
-    if kind.ends_with("_req") || kind.starts_with("fwd_") {
+    if svm_comm::wire::PAGE_REQUEST_NAMES.contains(&kind) {
         Some(Class::Request)
-    } else if kind.starts_with("grant") {
+    } else if svm_comm::wire::PAGE_GRANT_NAMES.contains(&kind) {
         Some(Class::Grant)
     } else {
         None
