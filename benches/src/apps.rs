@@ -2,9 +2,10 @@
 //! invocation. The applications are examples of the `svm` crate (`svm/examples/mandelbrot.rs`,
 //! `laplace.rs`, `jacobi.rs`, `matvec.rs`); each has a sequential mode (`--seq` / `--mode seq`)
 //! that runs in private memory without a job, and prints `checksum=… time_s=…`. svm-bench runs
-//! the sequential baseline directly (twice: first and last, to show the run-to-run noise), then
-//! every distributed configuration through `svmrun -n N --protocol P`, compares the checksum
-//! with the baseline (bit-identical by construction) and reports time and speedup.
+//! each application's sequential baseline directly, right before and right after its
+//! distributed configurations (the two rounds show the run-to-run noise), and those through
+//! `svmrun -n N --protocol P`; it compares the checksum with the baseline (bit-identical by
+//! construction) and reports time and speedup.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -301,7 +302,12 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
     }
     let mut failures: Vec<String> = Vec::new();
     let mut baselines: Vec<Baseline> = Vec::new();
-    // Sequential baselines, first round.
+    // Per application: its sequential baseline (best of `cfg.runs`), its DSM runs, then the
+    // baseline again; speedups use the best of both rounds. Taking an application's
+    // baseline right around its own runs keeps both sides in the same stretch of a shared
+    // host, whose speed changes within minutes (laplace's 2-node speedup read 0.88 with
+    // every baseline taken before all the DSM runs, ~1.2 alternated run by run).
+    let mut points: Vec<Point> = Vec::new();
     for (a, p) in cfg.apps.iter().zip(&progs) {
         let mut b = Baseline {
             app: a.name,
@@ -324,136 +330,127 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
                 failures.push(e);
             }
         }
-        baselines.push(b);
-    }
-    let mut points: Vec<Point> = Vec::new();
-    for ((a, p), b) in cfg.apps.iter().zip(&progs).zip(&baselines) {
-        if b.values.is_empty() {
-            continue;
-        }
-        // (variant, protocol for svmrun, extra args)
-        let mut variants: Vec<Variant> = Vec::new();
-        let slices: Vec<Option<usize>> = if a.name == "mandelbrot" {
-            cfg.slices.iter().map(|&s| Some(s)).collect()
-        } else {
-            vec![None]
-        };
-        for sl in &slices {
-            let sl_args: Vec<String> = sl
-                .map(|s| vec!["--slices".to_string(), s.to_string()])
-                .unwrap_or_default();
-            for proto in protocols {
-                let mut extra = sl_args.clone();
-                if a.name == "mandelbrot" {
-                    extra.extend(s(&["--mode", "dsm"]));
+        if !b.values.is_empty() {
+            // (variant, protocol for svmrun, extra args)
+            let mut variants: Vec<Variant> = Vec::new();
+            let slices: Vec<Option<usize>> = if a.name == "mandelbrot" {
+                cfg.slices.iter().map(|&s| Some(s)).collect()
+            } else {
+                vec![None]
+            };
+            for sl in &slices {
+                let sl_args: Vec<String> = sl
+                    .map(|s| vec!["--slices".to_string(), s.to_string()])
+                    .unwrap_or_default();
+                for proto in protocols {
+                    let mut extra = sl_args.clone();
+                    if a.name == "mandelbrot" {
+                        extra.extend(s(&["--mode", "dsm"]));
+                    }
+                    variants.push((format!("dsm {proto}"), Some(proto.as_str()), extra, *sl));
                 }
-                variants.push((format!("dsm {proto}"), Some(proto.as_str()), extra, *sl));
+                if a.name == "mandelbrot" {
+                    let mut extra = sl_args.clone();
+                    extra.extend(s(&["--mode", "deck"]));
+                    variants.push(("deck".to_string(), None, extra, *sl));
+                }
             }
-            if a.name == "mandelbrot" {
-                let mut extra = sl_args.clone();
-                extra.extend(s(&["--mode", "deck"]));
-                variants.push(("deck".to_string(), None, extra, *sl));
-            }
-        }
-        for (variant, proto, extra, sl) in variants {
-            for &n in &cfg.nodes {
-                let label = format!(
-                    "{} {variant}{} n={n}",
-                    a.name,
-                    sl.map(|s| format!(" slices={s}")).unwrap_or_default()
-                );
-                let mut pt = Point {
-                    app: a.name,
-                    variant: variant.clone(),
-                    slices: sl,
-                    nodes: n,
-                    time_s: None,
-                    speedup: None,
-                    verified: false,
-                };
-                // `cfg.runs` runs, each verified; the best time counts. A failed run ends the
-                // configuration (and the point stays unverified).
-                let mut best: Option<f64> = None;
-                for _ in 0..cfg.runs {
-                    let mut c = Command::new(&svmrun);
-                    c.arg("-n").arg(n.to_string()).arg("--no-prefix");
-                    c.arg("--timeout").arg(cfg.deadline.as_secs().to_string());
-                    if let Some(pr) = proto {
-                        c.arg("--protocol").arg(pr);
-                    }
-                    c.arg(p).args(&a.args).args(&extra);
-                    let r = util::run_with_deadline(c, cfg.deadline + Duration::from_secs(10));
-                    if !r.ok {
-                        let e = format!(
-                            "{label}: svmrun failed ({}): {}",
-                            r.status,
-                            util::tail(&r.stderr, 5)
-                        );
-                        eprintln!("apps: FAILED: {e}");
-                        failures.push(e);
-                        best = None;
-                        break;
-                    }
-                    match parse_result(a, &r.stdout) {
-                        Ok((vals, t)) if vals == b.values => {
-                            best = Some(best.map_or(t, |x: f64| x.min(t)));
+            for (variant, proto, extra, sl) in variants {
+                for &n in &cfg.nodes {
+                    let label = format!(
+                        "{} {variant}{} n={n}",
+                        a.name,
+                        sl.map(|s| format!(" slices={s}")).unwrap_or_default()
+                    );
+                    let mut pt = Point {
+                        app: a.name,
+                        variant: variant.clone(),
+                        slices: sl,
+                        nodes: n,
+                        time_s: None,
+                        speedup: None,
+                        verified: false,
+                    };
+                    // `cfg.runs` runs, each verified; the best time counts. A failed run ends the
+                    // configuration (and the point stays unverified).
+                    let mut best: Option<f64> = None;
+                    for _ in 0..cfg.runs {
+                        let mut c = Command::new(&svmrun);
+                        c.arg("-n").arg(n.to_string()).arg("--no-prefix");
+                        c.arg("--timeout").arg(cfg.deadline.as_secs().to_string());
+                        if let Some(pr) = proto {
+                            c.arg("--protocol").arg(pr);
                         }
-                        Ok((vals, _)) => {
+                        c.arg(p).args(&a.args).args(&extra);
+                        let r = util::run_with_deadline(c, cfg.deadline + Duration::from_secs(10));
+                        if !r.ok {
                             let e = format!(
-                                "{label}: result differs from the sequential baseline: {} vs {}",
-                                fmt_vals(&vals),
-                                fmt_vals(&b.values)
+                                "{label}: svmrun failed ({}): {}",
+                                r.status,
+                                util::tail(&r.stderr, 5)
                             );
                             eprintln!("apps: FAILED: {e}");
                             failures.push(e);
                             best = None;
                             break;
                         }
-                        Err(e) => {
-                            eprintln!("apps: FAILED: {label}: {e}");
-                            failures.push(format!("{label}: {e}"));
-                            best = None;
-                            break;
+                        match parse_result(a, &r.stdout) {
+                            Ok((vals, t)) if vals == b.values => {
+                                best = Some(best.map_or(t, |x: f64| x.min(t)));
+                            }
+                            Ok((vals, _)) => {
+                                let e = format!(
+                                    "{label}: result differs from the sequential baseline: {} vs {}",
+                                    fmt_vals(&vals),
+                                    fmt_vals(&b.values)
+                                );
+                                eprintln!("apps: FAILED: {e}");
+                                failures.push(e);
+                                best = None;
+                                break;
+                            }
+                            Err(e) => {
+                                eprintln!("apps: FAILED: {label}: {e}");
+                                failures.push(format!("{label}: {e}"));
+                                best = None;
+                                break;
+                            }
                         }
                     }
+                    if let Some(t) = best {
+                        pt.time_s = Some(t);
+                        pt.verified = true;
+                        pt.speedup = b.time().map(|bt| bt / t);
+                        eprintln!(
+                            "apps: {label:<40} {} s  speedup {}  (best of {}, results identical to the baseline)",
+                            num(Some(t)),
+                            num(pt.speedup),
+                            cfg.runs
+                        );
+                    }
+                    points.push(pt);
                 }
-                if let Some(t) = best {
-                    pt.time_s = Some(t);
-                    pt.verified = true;
-                    pt.speedup = b.time().map(|bt| bt / t);
+            }
+            // The baseline again (noise estimate).
+            match private_runs(p, a, &a.seq_args, cfg.deadline, cfg.runs) {
+                Ok((v, t)) if v == b.values => {
                     eprintln!(
-                        "apps: {label:<40} {} s  speedup {}  (best of {}, results identical to the baseline)",
-                        num(Some(t)),
-                        num(pt.speedup),
-                        cfg.runs
+                        "apps: {:<10} sequential baseline again: {} s",
+                        a.name,
+                        num(Some(t))
                     );
+                    b.times.push(t);
                 }
-                points.push(pt);
-            }
-        }
-    }
-    // Sequential baselines, second round (noise estimate); speedups use the best of both.
-    for ((a, p), b) in cfg.apps.iter().zip(&progs).zip(baselines.iter_mut()) {
-        if b.values.is_empty() {
-            continue;
-        }
-        match private_runs(p, a, &a.seq_args, cfg.deadline, cfg.runs) {
-            Ok((v, t)) if v == b.values => {
-                eprintln!(
-                    "apps: {:<10} sequential baseline again: {} s",
+                Ok((v, _)) => failures.push(format!(
+                    "{}: the second sequential run gave {} instead of {}",
                     a.name,
-                    num(Some(t))
-                );
-                b.times.push(t);
+                    fmt_vals(&v),
+                    fmt_vals(&b.values)
+                )),
+                Err(e) => failures.push(e),
             }
-            Ok((v, _)) => failures.push(format!(
-                "{}: the second sequential run gave {} instead of {}",
-                a.name,
-                fmt_vals(&v),
-                fmt_vals(&b.values)
-            )),
-            Err(e) => failures.push(e),
         }
+        baselines.push(b);
     }
     for pt in points.iter_mut() {
         if let (Some(t), Some(b)) = (pt.time_s, baselines.iter().find(|b| b.app == pt.app)) {
