@@ -331,104 +331,19 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
             }
         }
         if !b.values.is_empty() {
-            // (variant, protocol for svmrun, extra args)
-            let mut variants: Vec<Variant> = Vec::new();
-            let slices: Vec<Option<usize>> = if a.name == "mandelbrot" {
-                cfg.slices.iter().map(|&s| Some(s)).collect()
-            } else {
-                vec![None]
-            };
-            for sl in &slices {
-                let sl_args: Vec<String> = sl
-                    .map(|s| vec!["--slices".to_string(), s.to_string()])
-                    .unwrap_or_default();
-                for proto in protocols {
-                    let mut extra = sl_args.clone();
-                    if a.name == "mandelbrot" {
-                        extra.extend(s(&["--mode", "dsm"]));
-                    }
-                    variants.push((format!("dsm {proto}"), Some(proto.as_str()), extra, *sl));
-                }
-                if a.name == "mandelbrot" {
-                    let mut extra = sl_args.clone();
-                    extra.extend(s(&["--mode", "deck"]));
-                    variants.push(("deck".to_string(), None, extra, *sl));
-                }
-            }
-            for (variant, proto, extra, sl) in variants {
+            let first = points.len();
+            for (variant, proto, extra, sl) in variants(a, &cfg, protocols) {
                 for &n in &cfg.nodes {
-                    let label = format!(
-                        "{} {variant}{} n={n}",
-                        a.name,
-                        sl.map(|s| format!(" slices={s}")).unwrap_or_default()
-                    );
-                    let mut pt = Point {
-                        app: a.name,
-                        variant: variant.clone(),
+                    let run = Configuration {
+                        app: a,
+                        prog: p,
+                        variant: &variant,
+                        proto,
+                        extra: &extra,
                         slices: sl,
                         nodes: n,
-                        time_s: None,
-                        speedup: None,
-                        verified: false,
                     };
-                    // `cfg.runs` runs, each verified; the best time counts. A failed run ends the
-                    // configuration (and the point stays unverified).
-                    let mut best: Option<f64> = None;
-                    for _ in 0..cfg.runs {
-                        let mut c = Command::new(&svmrun);
-                        c.arg("-n").arg(n.to_string()).arg("--no-prefix");
-                        c.arg("--timeout").arg(cfg.deadline.as_secs().to_string());
-                        if let Some(pr) = proto {
-                            c.arg("--protocol").arg(pr);
-                        }
-                        c.arg(p).args(&a.args).args(&extra);
-                        let r = util::run_with_deadline(c, cfg.deadline + Duration::from_secs(10));
-                        if !r.ok {
-                            let e = format!(
-                                "{label}: svmrun failed ({}): {}",
-                                r.status,
-                                util::tail(&r.stderr, 5)
-                            );
-                            eprintln!("apps: FAILED: {e}");
-                            failures.push(e);
-                            best = None;
-                            break;
-                        }
-                        match parse_result(a, &r.stdout) {
-                            Ok((vals, t)) if vals == b.values => {
-                                best = Some(best.map_or(t, |x: f64| x.min(t)));
-                            }
-                            Ok((vals, _)) => {
-                                let e = format!(
-                                    "{label}: result differs from the sequential baseline: {} vs {}",
-                                    fmt_vals(&vals),
-                                    fmt_vals(&b.values)
-                                );
-                                eprintln!("apps: FAILED: {e}");
-                                failures.push(e);
-                                best = None;
-                                break;
-                            }
-                            Err(e) => {
-                                eprintln!("apps: FAILED: {label}: {e}");
-                                failures.push(format!("{label}: {e}"));
-                                best = None;
-                                break;
-                            }
-                        }
-                    }
-                    if let Some(t) = best {
-                        pt.time_s = Some(t);
-                        pt.verified = true;
-                        pt.speedup = b.time().map(|bt| bt / t);
-                        eprintln!(
-                            "apps: {label:<40} {} s  speedup {}  (best of {}, results identical to the baseline)",
-                            num(Some(t)),
-                            num(pt.speedup),
-                            cfg.runs
-                        );
-                    }
-                    points.push(pt);
+                    points.push(run.measure(&cfg, &svmrun, &b, &mut failures));
                 }
             }
             // The baseline again (noise estimate).
@@ -449,15 +364,12 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
                 )),
                 Err(e) => failures.push(e),
             }
-        }
-        baselines.push(b);
-    }
-    for pt in points.iter_mut() {
-        if let (Some(t), Some(b)) = (pt.time_s, baselines.iter().find(|b| b.app == pt.app)) {
-            if pt.verified {
-                pt.speedup = b.time().map(|bt| bt / t);
+            // Speedups against the best of both rounds.
+            for pt in points[first..].iter_mut().filter(|pt| pt.verified) {
+                pt.speedup = pt.time_s.zip(b.time()).map(|(t, bt)| bt / t);
             }
         }
+        baselines.push(b);
     }
     let (lap_md, lap_headline) = laplace_threads(&cfg, &progs, &baselines, &points, &mut failures);
     let jac = crate::memory::jacobi_threads(level, &svmrun);
@@ -484,6 +396,119 @@ pub fn run(level: Level, out: &Path, protocols: &[String]) -> Result<bool, Strin
         out.join("apps.md").display()
     );
     Ok(failures.is_empty())
+}
+
+/// The distributed variants of `app`: every protocol over DSM memory (and, for Mandelbrot,
+/// its DECK message variant), at every slice count for Mandelbrot.
+fn variants<'a>(app: &AppSpec, cfg: &Cfg, protocols: &'a [String]) -> Vec<Variant<'a>> {
+    let mandelbrot = app.name == "mandelbrot";
+    let slices: Vec<Option<usize>> = if mandelbrot {
+        cfg.slices.iter().map(|&s| Some(s)).collect()
+    } else {
+        vec![None]
+    };
+    let mut variants: Vec<Variant> = Vec::new();
+    for sl in slices {
+        let sl_args: Vec<String> = sl
+            .map(|s| vec!["--slices".to_string(), s.to_string()])
+            .unwrap_or_default();
+        for proto in protocols {
+            let mut extra = sl_args.clone();
+            if mandelbrot {
+                extra.extend(s(&["--mode", "dsm"]));
+            }
+            variants.push((format!("dsm {proto}"), Some(proto.as_str()), extra, sl));
+        }
+        if mandelbrot {
+            let mut extra = sl_args;
+            extra.extend(s(&["--mode", "deck"]));
+            variants.push(("deck".to_string(), None, extra, sl));
+        }
+    }
+    variants
+}
+
+/// One distributed configuration of an application: a variant at a node count.
+struct Configuration<'a> {
+    app: &'a AppSpec,
+    prog: &'a Path,
+    variant: &'a str,
+    proto: Option<&'a str>,
+    extra: &'a [String],
+    slices: Option<usize>,
+    nodes: usize,
+}
+
+impl Configuration<'_> {
+    /// `cfg.runs` runs through `svmrun`, each verified against the baseline `b`; the best time
+    /// counts (its speedup here against the baseline's first round). A failed run ends the
+    /// configuration, which stays unverified; what failed goes to `failures`.
+    fn measure(&self, cfg: &Cfg, svmrun: &Path, b: &Baseline, failures: &mut Vec<String>) -> Point {
+        let (a, n) = (self.app, self.nodes);
+        let label = format!(
+            "{} {}{} n={n}",
+            a.name,
+            self.variant,
+            self.slices
+                .map(|s| format!(" slices={s}"))
+                .unwrap_or_default()
+        );
+        let mut pt = Point {
+            app: a.name,
+            variant: self.variant.to_string(),
+            slices: self.slices,
+            nodes: n,
+            time_s: None,
+            speedup: None,
+            verified: false,
+        };
+        let mut best: Option<f64> = None;
+        for _ in 0..cfg.runs {
+            let mut c = Command::new(svmrun);
+            c.arg("-n").arg(n.to_string()).arg("--no-prefix");
+            c.arg("--timeout").arg(cfg.deadline.as_secs().to_string());
+            if let Some(pr) = self.proto {
+                c.arg("--protocol").arg(pr);
+            }
+            c.arg(self.prog).args(&a.args).args(self.extra);
+            let r = util::run_with_deadline(c, cfg.deadline + Duration::from_secs(10));
+            let failed = if !r.ok {
+                format!(
+                    "{label}: svmrun failed ({}): {}",
+                    r.status,
+                    util::tail(&r.stderr, 5)
+                )
+            } else {
+                match parse_result(a, &r.stdout) {
+                    Ok((vals, t)) if vals == b.values => {
+                        best = Some(best.map_or(t, |x: f64| x.min(t)));
+                        continue;
+                    }
+                    Ok((vals, _)) => format!(
+                        "{label}: result differs from the sequential baseline: {} vs {}",
+                        fmt_vals(&vals),
+                        fmt_vals(&b.values)
+                    ),
+                    Err(e) => format!("{label}: {e}"),
+                }
+            };
+            eprintln!("apps: FAILED: {failed}");
+            failures.push(failed);
+            return pt;
+        }
+        if let Some(t) = best {
+            pt.time_s = Some(t);
+            pt.verified = true;
+            pt.speedup = b.time().map(|bt| bt / t);
+            eprintln!(
+                "apps: {label:<40} {} s  speedup {}  (best of {}, results identical to the baseline)",
+                num(Some(t)),
+                num(pt.speedup),
+                cfg.runs
+            );
+        }
+        pt
+    }
 }
 
 /// Appends a section to a report written before.
