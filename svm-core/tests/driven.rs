@@ -367,6 +367,73 @@ fn a_released_token_lingers_until_the_drivers_time_reaches_its_end() {
 }
 
 #[test]
+fn a_lingering_token_waits_for_its_nodes_page_fault_until_the_quantum_ends() {
+    let mut job = driven_job(2);
+    let lock = |id| SyncOp::Lock {
+        id,
+        try_only: false,
+    };
+    let q = svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
+    let linger = svm_core::sync::LOCK_LINGER.as_nanos() as u64;
+    // Node 0 holds lock 1 (managed by node 1); node 1's request at T0 starts a quantum at
+    // node 0 that ends at T0 + q.
+    let w0 = job.nodes[0].new_waiter();
+    let take = job.nodes[0].submit(T0, w0, lock(1)).expect("lock starts");
+    job.pump(T0);
+    assert_eq!(take.result(), Some(WaitResult::Granted));
+    let want = job.op(1, T0, lock(1)).expect("node 1 waits for the token");
+    assert_eq!(want.result(), None);
+
+    // Node 0's thread releases, then faults on a page of node 1's whose request is not
+    // delivered: its page stays on its way.
+    let t1 = T0 + 1_000;
+    let rel = job.nodes[0]
+        .submit(t1, w0, SyncOp::Unlock(1))
+        .expect("unlock starts");
+    job.pump(t1);
+    assert_eq!(rel.result(), Some(WaitResult::Released));
+    let page = job.nodes[1].space.alloc_local(4096).expect("allocation");
+    let t2 = t1 + 1_000;
+    job.mems[0].set_time(t2);
+    let ticket = match job.mems[0].try_load(page, 8).expect("an access") {
+        Attempt::Faulted(t) => t,
+        Attempt::Done(_) => panic!("node 0 has no copy of node 1's page yet"),
+    };
+    job.nodes[0].serve_faults(t2).expect("fault served");
+
+    // Each time its linger ends before the quantum does, the token lingers on: nothing but
+    // the page request reaches node 1.
+    let mut ends = Vec::new();
+    let moved_at = loop {
+        let due = job.nodes[0].poll_at().expect("a timer at node 0");
+        assert!(
+            due <= t1 + q + 2 * linger,
+            "the token lingers past the bound"
+        );
+        job.nodes[0].poll_timers(due).expect("timers");
+        job.deliver_link(due, 0, 1);
+        if want.result().is_some() {
+            break due;
+        }
+        ends.push(due);
+    };
+    assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+    assert!(
+        ends.contains(&(t1 + linger)),
+        "the first linger's end kept the token: {ends:?}"
+    );
+    assert!(
+        moved_at > T0 + q,
+        "the token stayed until the quantum ended ({moved_at} vs {})",
+        T0 + q
+    );
+    assert!(
+        !job.mems[0].is_served(&ticket),
+        "the page is still on its way"
+    );
+}
+
+#[test]
 fn a_fault_nobody_answers_fails_at_the_drivers_deadline_not_the_wall_clocks() {
     let mut job = driven_job(2);
     // A page homed at node 0; node 1 reads it, and its request is never delivered.

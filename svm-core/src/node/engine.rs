@@ -487,6 +487,13 @@ impl Node {
         for (lock, which) in ended {
             let mut evs = Vec::new();
             match which {
+                // A thread of this node waits for a page: likely the one that released the
+                // lock, which will take it again once its page comes (`linger_may_go_on`).
+                LockTimer::Linger
+                    if st.pages.waiter_count() > 0 && st.sync.linger_may_go_on(lock) =>
+                {
+                    self.arm_lock_timer(st, lock, LockTimer::Linger);
+                }
                 LockTimer::Linger => st.sync.linger_expired(lock, &mut evs),
                 LockTimer::Quantum => st.sync.quantum_expired(lock, &mut evs),
             }

@@ -21,7 +21,7 @@ impl Node {
     }
 
     /// Arms the engine timer that ends `lock`'s linger or its remote request's quantum.
-    fn arm_lock_timer(&self, st: &mut EngineState, lock: u64, which: LockTimer) {
+    pub(super) fn arm_lock_timer(&self, st: &mut EngineState, lock: u64, which: LockTimer) {
         let after = match which {
             LockTimer::Linger => crate::sync::LOCK_LINGER,
             LockTimer::Quantum => crate::sync::LOCK_QUANTUM,

@@ -54,6 +54,7 @@ impl SyncState {
         if count == 0 {
             return Err(SyncError::ZeroCount { barrier });
         }
+        self.end_lingers(out);
         let mgr = self.manager(barrier);
         self.barriers
             .entry(barrier)
@@ -81,6 +82,7 @@ impl SyncState {
         notices: Vec<PageId>,
         out: &mut Vec<SyncEvent>,
     ) -> Result<(), SyncError> {
+        self.end_lingers(out);
         let at = (self.me, self.nodes);
         self.all_nodes
             .entry(barrier)

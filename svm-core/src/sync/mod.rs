@@ -39,18 +39,24 @@ pub const MIN_LOCAL_HANDOFFS: u32 = 16;
 /// bound): beyond [`MIN_LOCAL_HANDOFFS`] the local threads keep the token only while the
 /// remote request is younger than [`LOCK_QUANTUM`]. A lock taken again every microsecond or
 /// two (SPLASH-2 raytrace's ray-id counter) would otherwise spend more time travelling than
-/// held: 16 hand-offs are ~20 µs of its work against ~100–300 µs per move.
-pub const MAX_LOCAL_HANDOFFS: u32 = 256;
+/// held: 16 hand-offs are ~20 µs of its work against ~100–300 µs per move. Large enough that
+/// the quantum, not the count, ends such a lock's stay (docs/sync.md).
+pub const MAX_LOCAL_HANDOFFS: u32 = 4096;
 
 /// How long after a remote node asked for a token the local threads may go on taking it
-/// beyond [`MIN_LOCAL_HANDOFFS`] ([`SyncEvent::Quantum`]): a few moves of a token, so a
-/// lock that is taken again at once stays where it is used for a while, and one taken
-/// rarely (16 hand-offs outlast the quantum) moves as before.
-pub const LOCK_QUANTUM: std::time::Duration = std::time::Duration::from_micros(300);
+/// beyond [`MIN_LOCAL_HANDOFFS`] ([`SyncEvent::Quantum`]): several moves of a token (a move,
+/// with the critical section's pages after it, takes ~150–300 µs on a loaded 2-CPU host),
+/// so a lock that is taken again at once stays where it is used for a while, and one taken
+/// rarely (16 hand-offs outlast the quantum) moves as before. 3 ms rather than 300 µs:
+/// measured in docs/sync.md (SPLASH-2 radiosity and raytrace at p = 2).
+pub const LOCK_QUANTUM: std::time::Duration = std::time::Duration::from_micros(3000);
 
 /// How long a released token waits for a local thread to take it again before it moves to
-/// the remote node that asked for it ([`SyncEvent::Linger`]).
-pub const LOCK_LINGER: std::time::Duration = std::time::Duration::from_micros(100);
+/// the remote node that asked for it ([`SyncEvent::Linger`]); the engine waits longer while
+/// a thread of its node waits for a page, up to the quantum
+/// ([`SyncState::linger_may_go_on`]). 1 ms rather than 100 µs: a critical section taken
+/// again after a page fault of ~50–300 µs should find the token still here (docs/sync.md).
+pub const LOCK_LINGER: std::time::Duration = std::time::Duration::from_micros(1000);
 
 /// What the sync layer asks the engine to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -448,6 +454,35 @@ impl SyncState {
             // Its linger cannot end in a local re-acquire any more: end it now.
             self.linger_expired(lock, out);
         }
+    }
+
+    /// A local thread arrives at a barrier: every token lingering here moves on now. The
+    /// barrier completes only once the other nodes arrive, and the node waiting for a
+    /// lingering token may have to take the lock first (SPLASH-2 ocean adds its share of a
+    /// global sum under a lock right before a barrier): waiting out the linger would only
+    /// delay them.
+    fn end_lingers(&mut self, out: &mut Vec<SyncEvent>) {
+        let lingering: Vec<u64> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.lingering)
+            .map(|(id, _)| *id)
+            .collect();
+        for lock in lingering {
+            self.linger_expired(lock, out);
+        }
+    }
+
+    /// Whether `lock`'s token, lingering here, may linger once more instead of moving on
+    /// when its linger ends: the remote request's quantum has not ended and the local share
+    /// is not used up, so the wait stays within the fairness bound. The engine asks while a
+    /// thread of its node waits for a page: a thread that released the lock and then faulted
+    /// usually takes it again once its page comes, and a token gone meanwhile costs it a
+    /// move back (two messages and the critical section's pages) on top of the fault.
+    pub fn linger_may_go_on(&self, lock: u64) -> bool {
+        self.locks
+            .get(&lock)
+            .is_some_and(|l| l.lingering && !l.quantum_over && l.local_share_left())
     }
 
     /// Whether a token of this node lingers (see [`SyncEvent::Linger`]).

@@ -152,7 +152,7 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
     net.settle();
     assert_eq!(net.granted(), vec![1]);
     // A thread of node 0 asks for it: the manager forwards the request to node 1.
-    net.acquire(0, 0, 1000, false);
+    net.acquire(0, 0, 1_000_000, false);
     net.settle();
     assert!(net.take().is_empty());
 
@@ -164,13 +164,13 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
         let g = net.granted();
         assert_eq!(g.len(), 1, "exactly one grant per release");
         order.push(g[0]);
-        holder = (if g[0] == 1000 { 0 } else { 1 }, g[0]);
+        holder = (if g[0] == 1_000_000 { 0 } else { 1 }, g[0]);
     }
     // Node 1 keeps the lock for MAX_LOCAL_HANDOFFS hand-offs (its quantum never ends here),
     // then node 0's waiter gets it, then node 1's remaining waiters.
     let local = MAX_LOCAL_HANDOFFS as u64;
     let mut want: Vec<Waiter> = (1..=1 + local).collect();
-    want.push(1000);
+    want.push(1_000_000);
     want.extend(2 + local..=waiters);
     assert_eq!(order, want);
     assert_eq!(net.nodes[1].max_overtakes(), MAX_LOCAL_HANDOFFS);
@@ -648,6 +648,43 @@ fn a_released_token_lingers_for_local_reacquires_within_the_bound() {
     let mut out = Vec::new();
     net.nodes[0].linger_expired(0, &mut out);
     assert!(out.is_empty());
+}
+
+#[test]
+fn a_barrier_arrival_moves_the_tokens_lingering_at_its_node_at_once() {
+    for all_nodes in [false, true] {
+        let mut net = Net::new(2);
+        // Node 1 holds lock 0 (manager node 0); node 0 asks for it.
+        net.acquire(1, 0, 1, false);
+        net.settle();
+        assert_eq!(net.granted(), vec![1]);
+        net.acquire(0, 0, 100, false);
+        net.settle();
+        // Node 1's thread releases: the token lingers there.
+        net.release(1, 0, 1, vec![]).unwrap();
+        assert_eq!(net.take(), vec![(1, SyncEvent::Linger { lock: 0 })]);
+        assert!(net.nodes[1].lingering(0));
+        // It arrives at a barrier next: no local re-acquire can come before the barrier
+        // completes, so the token moves now, not when the linger's time is up.
+        let mut out = Vec::new();
+        if all_nodes {
+            net.nodes[1]
+                .barrier_all_arrive(crate::node::GLOBAL_BARRIER, 1, vec![], &mut out)
+                .unwrap();
+        } else {
+            net.nodes[1]
+                .barrier_arrive(7, 2, 1, vec![], &mut out)
+                .unwrap();
+        }
+        net.absorb(1, out);
+        assert!(!net.nodes[1].lingering(0), "all_nodes={all_nodes}");
+        while let Some((from, to, msg)) = net.wire.pop_front() {
+            let mut out = Vec::new();
+            net.nodes[to as usize].on_message(from, &msg, &mut out);
+            net.absorb(to, out);
+        }
+        assert_eq!(net.granted(), vec![100], "all_nodes={all_nodes}");
+    }
 }
 
 #[test]
