@@ -11,7 +11,7 @@ mod common;
 
 use svm_comm::loopback::{self, LoopbackTap};
 use svm_comm::transport::{CommError, Link, RecvBuf};
-use svm_core::fault::mem::{Attempt, MemBackend};
+use svm_core::fault::mem::{Attempt, FaultTicket, MemBackend};
 use svm_core::fault::{Fault, FaultBackend, WaiterRef};
 use svm_core::node::{EngineError, FailureMode, Node, SyncOp, WaitResult};
 use svm_core::sys::SysError;
@@ -22,6 +22,14 @@ use svm_core::NodeId;
 const T0: u64 = 5_000_000_000;
 /// The nodes' `SVM_TIMEOUT`.
 const TIMEOUT_S: u64 = 7;
+
+/// A blocking lock operation on lock `id`.
+fn lock_op(id: u64) -> SyncOp {
+    SyncOp::Lock {
+        id,
+        try_only: false,
+    }
+}
 
 struct DrivenJob {
     nodes: Vec<Arc<Node>>,
@@ -120,6 +128,15 @@ impl DrivenJob {
         frames.len()
     }
 
+    /// Waiter `w` of `node` releases lock `id` at `now` (and the job delivers what that sent).
+    fn release_lock(&mut self, node: usize, w: svm_core::sync::Waiter, id: u64, now: u64) {
+        let rel = self.nodes[node]
+            .submit(now, w, SyncOp::Unlock(id))
+            .expect("unlock starts");
+        self.pump(now);
+        assert_eq!(rel.result(), Some(WaitResult::Released));
+    }
+
     /// Waiter `w` of `node` releases lock `id` at `now` and the driver's time passes the
     /// released token's linger; returns that time.
     fn release_and_let_linger(
@@ -129,11 +146,7 @@ impl DrivenJob {
         id: u64,
         now: u64,
     ) -> u64 {
-        let rel = self.nodes[node]
-            .submit(now, w, SyncOp::Unlock(id))
-            .expect("unlock starts");
-        self.pump(now);
-        assert_eq!(rel.result(), Some(WaitResult::Released));
+        self.release_lock(node, w, id, now);
         let after = now + svm_core::sync::LOCK_LINGER.as_nanos() as u64;
         self.nodes[node].poll_timers(after).expect("timers");
         self.pump(after);
@@ -178,6 +191,38 @@ impl DrivenJob {
             assert_eq!(remote.result(), None, "the other node still waits");
         }
         now
+    }
+
+    /// A fresh waiter of `node` takes lock `id`, which no other node holds or wants, at `now`
+    /// (through its manager); returns the waiter.
+    fn take_free_lock(&mut self, node: usize, id: u64, now: u64) -> svm_core::sync::Waiter {
+        let w = self.nodes[node].new_waiter();
+        let take = self.nodes[node]
+            .submit(now, w, lock_op(id))
+            .expect("lock starts");
+        self.pump(now);
+        assert_eq!(
+            take.result(),
+            Some(WaitResult::Granted),
+            "node {node} holds lock {id}"
+        );
+        w
+    }
+
+    /// `reader` reads a fresh page of `home`'s at `now`: the fault goes to `reader`'s engine,
+    /// which sends the request (not delivered here); returns the fault's ticket.
+    fn read_a_page_of(&mut self, reader: usize, home: usize, now: u64) -> FaultTicket {
+        let page = self.nodes[home]
+            .space
+            .alloc_local(4096)
+            .expect("allocation");
+        self.mems[reader].set_time(now);
+        let ticket = match self.mems[reader].try_load(page, 8).expect("an access") {
+            Attempt::Faulted(t) => t,
+            Attempt::Done(_) => panic!("node {reader} has no copy of node {home}'s page yet"),
+        };
+        self.nodes[reader].serve_faults(now).expect("fault served");
+        ticket
     }
 
     /// Runs `op` of a fresh waiter on `node` at `now` and delivers what it sent; returns its
@@ -237,17 +282,11 @@ fn a_remote_requests_quantum_ends_the_holders_share_at_the_drivers_time() {
 #[test]
 fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() {
     let mut job = driven_job(2);
-    let lock = |id| SyncOp::Lock {
-        id,
-        try_only: false,
-    };
+    let lock = lock_op;
     let q = svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
     // Node 0 holds lock 1 (managed by node 1); node 1's request at T0 starts a quantum at
     // node 0 that would end at T0 + q.
-    let w0 = job.nodes[0].new_waiter();
-    let take = job.nodes[0].submit(T0, w0, lock(1)).expect("lock starts");
-    job.pump(T0);
-    assert_eq!(take.result(), Some(WaitResult::Granted));
+    let w0 = job.take_free_lock(0, 1, T0);
     let w1 = job.nodes[1].new_waiter();
     let want = job.nodes[1].submit(T0, w1, lock(1)).expect("lock starts");
     job.pump(T0);
@@ -337,11 +376,7 @@ fn a_released_token_lingers_until_the_drivers_time_reaches_its_end() {
 
     // Node 0 releases at T1: the token lingers there for a local re-acquire.
     let t1 = T0 + 3_000_000;
-    let rel = job.nodes[0]
-        .submit(t1, w0, SyncOp::Unlock(1))
-        .expect("unlock starts");
-    job.pump(t1);
-    assert_eq!(rel.result(), Some(WaitResult::Released));
+    job.release_lock(0, w0, 1, t1);
     let due = job.nodes[0].poll_at().expect("the token lingers");
     assert!(
         due > t1,
@@ -369,37 +404,21 @@ fn a_released_token_lingers_until_the_drivers_time_reaches_its_end() {
 #[test]
 fn a_lingering_token_waits_for_its_nodes_page_fault_until_the_quantum_ends() {
     let mut job = driven_job(2);
-    let lock = |id| SyncOp::Lock {
-        id,
-        try_only: false,
-    };
     let q = svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
     let linger = svm_core::sync::LOCK_LINGER.as_nanos() as u64;
     // Node 0 holds lock 1 (managed by node 1); node 1's request at T0 starts a quantum at
     // node 0 that ends at T0 + q.
-    let w0 = job.nodes[0].new_waiter();
-    let take = job.nodes[0].submit(T0, w0, lock(1)).expect("lock starts");
-    job.pump(T0);
-    assert_eq!(take.result(), Some(WaitResult::Granted));
-    let want = job.op(1, T0, lock(1)).expect("node 1 waits for the token");
+    let w0 = job.take_free_lock(0, 1, T0);
+    let want = job
+        .op(1, T0, lock_op(1))
+        .expect("node 1 waits for the token");
     assert_eq!(want.result(), None);
 
     // Node 0's thread releases, then faults on a page of node 1's whose request is not
     // delivered: its page stays on its way.
     let t1 = T0 + 1_000;
-    let rel = job.nodes[0]
-        .submit(t1, w0, SyncOp::Unlock(1))
-        .expect("unlock starts");
-    job.pump(t1);
-    assert_eq!(rel.result(), Some(WaitResult::Released));
-    let page = job.nodes[1].space.alloc_local(4096).expect("allocation");
-    let t2 = t1 + 1_000;
-    job.mems[0].set_time(t2);
-    let ticket = match job.mems[0].try_load(page, 8).expect("an access") {
-        Attempt::Faulted(t) => t,
-        Attempt::Done(_) => panic!("node 0 has no copy of node 1's page yet"),
-    };
-    job.nodes[0].serve_faults(t2).expect("fault served");
+    job.release_lock(0, w0, 1, t1);
+    let ticket = job.read_a_page_of(0, 1, t1 + 1_000);
 
     // Each time its linger ends before the quantum does, the token lingers on: nothing but
     // the page request reaches node 1.
@@ -437,14 +456,8 @@ fn a_lingering_token_waits_for_its_nodes_page_fault_until_the_quantum_ends() {
 fn a_fault_nobody_answers_fails_at_the_drivers_deadline_not_the_wall_clocks() {
     let mut job = driven_job(2);
     // A page homed at node 0; node 1 reads it, and its request is never delivered.
-    let page = job.nodes[0].space.alloc_local(4096).expect("allocation");
     let t1 = T0 + 1_000;
-    job.mems[1].set_time(t1);
-    let ticket = match job.mems[1].try_load(page, 8).expect("an access") {
-        Attempt::Faulted(t) => t,
-        Attempt::Done(_) => panic!("node 1 has no copy of node 0's page yet"),
-    };
-    job.nodes[1].serve_faults(t1).expect("fault served");
+    let ticket = job.read_a_page_of(1, 0, t1);
     assert!(!job.mems[1].is_served(&ticket), "the page has not come");
     let timeout = TIMEOUT_S * 1_000_000_000;
     job.nodes[1]

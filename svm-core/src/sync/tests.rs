@@ -86,14 +86,29 @@ impl Net {
         r
     }
 
+    /// Delivers messages until the wire is empty (lingers go on).
+    fn deliver(&mut self) {
+        while let Some((from, to, msg)) = self.wire.pop_front() {
+            let mut out = Vec::new();
+            self.nodes[to as usize].on_message(from, &msg, &mut out);
+            self.absorb(to, out);
+        }
+    }
+
+    /// Node 1's waiter 1 holds lock 0 (managed by node 0), and node 0's waiter 100 waits for
+    /// it: the request has reached node 1.
+    fn lock_held_at_1_wanted_at_0(&mut self) {
+        self.acquire(1, 0, 1, false);
+        self.settle();
+        assert_eq!(self.granted(), vec![1]);
+        self.acquire(0, 0, 100, false);
+        self.settle();
+    }
+
     /// Delivers messages until the wire is empty, ending every linger (as if its time passed).
     fn settle(&mut self) {
         loop {
-            while let Some((from, to, msg)) = self.wire.pop_front() {
-                let mut out = Vec::new();
-                self.nodes[to as usize].on_message(from, &msg, &mut out);
-                self.absorb(to, out);
-            }
+            self.deliver();
             let mut lingers = Vec::new();
             self.events.retain(|(n, e)| match e {
                 SyncEvent::Linger { lock } => {
@@ -613,12 +628,7 @@ fn the_global_barrier_is_named_not_numbered() {
 #[test]
 fn a_released_token_lingers_for_local_reacquires_within_the_bound() {
     let mut net = Net::new(2);
-    // Node 1 holds lock 0 (manager node 0); node 0 asks for it.
-    net.acquire(1, 0, 1, false);
-    net.settle();
-    assert_eq!(net.granted(), vec![1]);
-    net.acquire(0, 0, 100, false);
-    net.settle();
+    net.lock_held_at_1_wanted_at_0();
     // Node 1's thread releases and takes the lock again, MAX_LOCAL_HANDOFFS times, without a
     // message: each release lingers.
     for _ in 0..MAX_LOCAL_HANDOFFS {
@@ -654,12 +664,7 @@ fn a_released_token_lingers_for_local_reacquires_within_the_bound() {
 fn a_barrier_arrival_moves_the_tokens_lingering_at_its_node_at_once() {
     for all_nodes in [false, true] {
         let mut net = Net::new(2);
-        // Node 1 holds lock 0 (manager node 0); node 0 asks for it.
-        net.acquire(1, 0, 1, false);
-        net.settle();
-        assert_eq!(net.granted(), vec![1]);
-        net.acquire(0, 0, 100, false);
-        net.settle();
+        net.lock_held_at_1_wanted_at_0();
         // Node 1's thread releases: the token lingers there.
         net.release(1, 0, 1, vec![]).unwrap();
         assert_eq!(net.take(), vec![(1, SyncEvent::Linger { lock: 0 })]);
@@ -678,11 +683,7 @@ fn a_barrier_arrival_moves_the_tokens_lingering_at_its_node_at_once() {
         }
         net.absorb(1, out);
         assert!(!net.nodes[1].lingering(0), "all_nodes={all_nodes}");
-        while let Some((from, to, msg)) = net.wire.pop_front() {
-            let mut out = Vec::new();
-            net.nodes[to as usize].on_message(from, &msg, &mut out);
-            net.absorb(to, out);
-        }
+        net.deliver();
         assert_eq!(net.granted(), vec![100], "all_nodes={all_nodes}");
     }
 }
