@@ -166,21 +166,10 @@ impl DrivenJob {
     ) -> u64 {
         for _ in 0..svm_core::sync::MIN_LOCAL_HANDOFFS + 8 {
             now += 1_000;
-            let rel = self.nodes[node]
-                .submit(now, w, SyncOp::Unlock(id))
-                .expect("unlock starts");
-            self.pump(now);
-            assert_eq!(rel.result(), Some(WaitResult::Released));
+            self.release_lock(node, w, id, now);
             now += 1_000;
             let again = self.nodes[node]
-                .submit(
-                    now,
-                    w,
-                    SyncOp::Lock {
-                        id,
-                        try_only: false,
-                    },
-                )
+                .submit(now, w, lock_op(id))
                 .expect("lock starts");
             self.pump(now);
             assert_eq!(
@@ -240,16 +229,11 @@ impl DrivenJob {
 #[test]
 fn a_remote_requests_quantum_ends_the_holders_share_at_the_drivers_time() {
     let mut job = driven_job(2);
-    let lock = |id| SyncOp::Lock {
-        id,
-        try_only: false,
-    };
     // Node 0 takes lock 1 (managed by node 1); node 1 asks for it at T0.
-    let w0 = job.nodes[0].new_waiter();
-    let take = job.nodes[0].submit(T0, w0, lock(1)).expect("lock starts");
-    job.pump(T0);
-    assert_eq!(take.result(), Some(WaitResult::Granted));
-    let want = job.op(1, T0, lock(1)).expect("node 1 waits for the token");
+    let w0 = job.take_free_lock(0, 1, T0);
+    let want = job
+        .op(1, T0, lock_op(1))
+        .expect("node 1 waits for the token");
     let quantum = T0 + svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
     assert_eq!(
         job.nodes[0].poll_at(),
@@ -282,13 +266,14 @@ fn a_remote_requests_quantum_ends_the_holders_share_at_the_drivers_time() {
 #[test]
 fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() {
     let mut job = driven_job(2);
-    let lock = lock_op;
     let q = svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
     // Node 0 holds lock 1 (managed by node 1); node 1's request at T0 starts a quantum at
     // node 0 that would end at T0 + q.
     let w0 = job.take_free_lock(0, 1, T0);
     let w1 = job.nodes[1].new_waiter();
-    let want = job.nodes[1].submit(T0, w1, lock(1)).expect("lock starts");
+    let want = job.nodes[1]
+        .submit(T0, w1, lock_op(1))
+        .expect("lock starts");
     job.pump(T0);
     assert_eq!(job.nodes[0].poll_at(), Some(T0 + q), "the first quantum");
 
@@ -297,7 +282,9 @@ fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() 
     let mut now = job.release_and_let_linger(0, w0, 1, T0 + 1_000);
     assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
     now += 1_000;
-    let back = job.nodes[0].submit(now, w0, lock(1)).expect("lock starts");
+    let back = job.nodes[0]
+        .submit(now, w0, lock_op(1))
+        .expect("lock starts");
     job.pump(now);
     now = job.release_and_let_linger(1, w1, 1, now + 1_000);
     assert_eq!(
@@ -310,7 +297,9 @@ fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() 
     // Node 1 asks again shortly before the first quantum's time: a new quantum, ending at
     // `second`. The first one's time passes meanwhile.
     now = T0 + q - 1_000;
-    let want = job.nodes[1].submit(now, w1, lock(1)).expect("lock starts");
+    let want = job.nodes[1]
+        .submit(now, w1, lock_op(1))
+        .expect("lock starts");
     job.pump(now);
     let second = now + q;
     assert_eq!(job.nodes[0].poll_at(), Some(second), "only the new quantum");
@@ -333,33 +322,10 @@ fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() 
 fn a_released_token_lingers_until_the_drivers_time_reaches_its_end() {
     let mut job = driven_job(2);
     // Lock 1 is managed by node 1; node 0 takes it (through its manager) and holds it.
-    let w0 = job.nodes[0].new_waiter();
-    let take = job.nodes[0]
-        .submit(
-            T0,
-            w0,
-            SyncOp::Lock {
-                id: 1,
-                try_only: false,
-            },
-        )
-        .expect("lock starts");
-    job.pump(T0);
-    assert_eq!(
-        take.result(),
-        Some(WaitResult::Granted),
-        "node 0 holds lock 1"
-    );
+    let w0 = job.take_free_lock(0, 1, T0);
     // Node 1 asks for it while node 0 holds it.
     let want = job
-        .op(
-            1,
-            T0,
-            SyncOp::Lock {
-                id: 1,
-                try_only: false,
-            },
-        )
+        .op(1, T0, lock_op(1))
         .expect("node 1 waits for the token");
     assert_eq!(want.result(), None, "node 1 waits while node 0 holds it");
     // The request starts its quantum at node 0; its end changes nothing while node 0's thread
@@ -570,15 +536,7 @@ fn a_slow_write_to_a_peer_does_not_hold_the_engine_state() {
         // Lock 1 is managed by node 1: asking for it sends a request over the gated link.
         let asker = s.spawn(|| {
             let w = node.new_waiter();
-            node.submit(
-                T0,
-                w,
-                SyncOp::Lock {
-                    id: 1,
-                    try_only: false,
-                },
-            )
-            .expect("lock starts")
+            node.submit(T0, w, lock_op(1)).expect("lock starts")
         });
         gate.wait_for_a_waiter();
         // The request is being written: the state must be free meanwhile (another thread's
@@ -697,16 +655,7 @@ fn a_lock_taken_while_the_engine_serves_a_fault_does_not_wait_for_it() {
         let node_ref = &node;
         s.spawn(move || {
             let w = node_ref.new_waiter();
-            let p = node_ref
-                .submit(
-                    T0,
-                    w,
-                    SyncOp::Lock {
-                        id: 0,
-                        try_only: false,
-                    },
-                )
-                .expect("lock starts");
+            let p = node_ref.submit(T0, w, lock_op(0)).expect("lock starts");
             let _ = tx.send(p);
         });
         let started = rx.recv_timeout(Duration::from_secs(10));

@@ -166,8 +166,10 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
     assert_eq!(net.wire.len(), 1);
     net.settle();
     assert_eq!(net.granted(), vec![1]);
-    // A thread of node 0 asks for it: the manager forwards the request to node 1.
-    net.acquire(0, 0, 1_000_000, false);
+    // A thread of node 0 asks for it: the manager forwards the request to node 1. (Its id is
+    // none of node 1's waiters'.)
+    let remote: Waiter = 1_000_000;
+    net.acquire(0, 0, remote, false);
     net.settle();
     assert!(net.take().is_empty());
 
@@ -179,13 +181,13 @@ fn cohort_hands_off_locally_at_most_max_times_then_yields() {
         let g = net.granted();
         assert_eq!(g.len(), 1, "exactly one grant per release");
         order.push(g[0]);
-        holder = (if g[0] == 1_000_000 { 0 } else { 1 }, g[0]);
+        holder = (if g[0] == remote { 0 } else { 1 }, g[0]);
     }
     // Node 1 keeps the lock for MAX_LOCAL_HANDOFFS hand-offs (its quantum never ends here),
     // then node 0's waiter gets it, then node 1's remaining waiters.
     let local = MAX_LOCAL_HANDOFFS as u64;
     let mut want: Vec<Waiter> = (1..=1 + local).collect();
-    want.push(1_000_000);
+    want.push(remote);
     want.extend(2 + local..=waiters);
     assert_eq!(order, want);
     assert_eq!(net.nodes[1].max_overtakes(), MAX_LOCAL_HANDOFFS);
