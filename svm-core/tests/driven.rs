@@ -168,15 +168,7 @@ impl DrivenJob {
             now += 1_000;
             self.release_lock(node, w, id, now);
             now += 1_000;
-            let again = self.nodes[node]
-                .submit(now, w, lock_op(id))
-                .expect("lock starts");
-            self.pump(now);
-            assert_eq!(
-                again.result(),
-                Some(WaitResult::Granted),
-                "taken again here"
-            );
+            self.take_lock(node, w, id, now);
             assert_eq!(remote.result(), None, "the other node still waits");
         }
         now
@@ -186,16 +178,35 @@ impl DrivenJob {
     /// (through its manager); returns the waiter.
     fn take_free_lock(&mut self, node: usize, id: u64, now: u64) -> svm_core::sync::Waiter {
         let w = self.nodes[node].new_waiter();
-        let take = self.nodes[node]
+        self.take_lock(node, w, id, now);
+        w
+    }
+
+    /// Waiter `w` of `node` asks for lock `id` at `now`; the job delivers what that sent.
+    /// Returns the pending acquisition.
+    fn ask_for_lock(
+        &mut self,
+        node: usize,
+        w: svm_core::sync::Waiter,
+        id: u64,
+        now: u64,
+    ) -> svm_core::node::Pending {
+        let ask = self.nodes[node]
             .submit(now, w, lock_op(id))
             .expect("lock starts");
         self.pump(now);
+        ask
+    }
+
+    /// Waiter `w` of `node` asks for lock `id` at `now` and, once the job delivered what that
+    /// sent, holds it.
+    fn take_lock(&mut self, node: usize, w: svm_core::sync::Waiter, id: u64, now: u64) {
+        let take = self.ask_for_lock(node, w, id, now);
         assert_eq!(
             take.result(),
             Some(WaitResult::Granted),
             "node {node} holds lock {id}"
         );
-        w
     }
 
     /// `reader` reads a fresh page of `home`'s at `now`: the fault goes to `reader`'s engine,
@@ -271,10 +282,7 @@ fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() 
     // node 0 that would end at T0 + q.
     let w0 = job.take_free_lock(0, 1, T0);
     let w1 = job.nodes[1].new_waiter();
-    let want = job.nodes[1]
-        .submit(T0, w1, lock_op(1))
-        .expect("lock starts");
-    job.pump(T0);
+    let want = job.ask_for_lock(1, w1, 1, T0);
     assert_eq!(job.nodes[0].poll_at(), Some(T0 + q), "the first quantum");
 
     // The token goes to node 1 when node 0's released token has lingered, and comes back
@@ -282,10 +290,7 @@ fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() 
     let mut now = job.release_and_let_linger(0, w0, 1, T0 + 1_000);
     assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
     now += 1_000;
-    let back = job.nodes[0]
-        .submit(now, w0, lock_op(1))
-        .expect("lock starts");
-    job.pump(now);
+    let back = job.ask_for_lock(0, w0, 1, now);
     now = job.release_and_let_linger(1, w1, 1, now + 1_000);
     assert_eq!(
         back.result(),
@@ -297,10 +302,7 @@ fn a_quantum_from_an_earlier_stay_of_the_token_does_not_cut_a_later_one_short() 
     // Node 1 asks again shortly before the first quantum's time: a new quantum, ending at
     // `second`. The first one's time passes meanwhile.
     now = T0 + q - 1_000;
-    let want = job.nodes[1]
-        .submit(now, w1, lock_op(1))
-        .expect("lock starts");
-    job.pump(now);
+    let want = job.ask_for_lock(1, w1, 1, now);
     let second = now + q;
     assert_eq!(job.nodes[0].poll_at(), Some(second), "only the new quantum");
     job.nodes[0].poll_timers(T0 + q).expect("timers");
