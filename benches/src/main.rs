@@ -136,6 +136,12 @@ struct SplashArgs {
     /// Deadline of every run in seconds (the run's process group is killed on expiry).
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     timeout: u64,
+    /// Runs of each program at each p, the pthread and the svm build taking turns; times,
+    /// ratios and counts are those of each build's median run (1 to 99). The pthread times
+    /// of one program vary by up to 3× between runs on a shared host (2–9 ms for fft and
+    /// radix), and a single ratio with them.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    repeat: usize,
     /// Only these programs (comma-separated names as in the report).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     only: Vec<String>,
@@ -210,6 +216,10 @@ fn main() -> ExitCode {
                 eprintln!("svm-bench splash: --nodes must list counts in 1..=64");
                 return ExitCode::from(2);
             }
+            if !(1..=99).contains(&a.repeat) {
+                eprintln!("svm-bench splash: --repeat must be in 1..=99");
+                return ExitCode::from(2);
+            }
             if let Err(e) = splash::check_align_loops(a.align_loops) {
                 eprintln!("svm-bench splash: {e}");
                 return ExitCode::from(2);
@@ -222,6 +232,7 @@ fn main() -> ExitCode {
                 profile: a.profile,
                 trace: a.trace,
                 timeout: std::time::Duration::from_secs(a.timeout.max(1)),
+                repeat: a.repeat,
                 only: a.only,
                 out: a.out.unwrap_or_else(util::default_out),
                 align_loops: a.align_loops,

@@ -41,6 +41,8 @@ pub struct Opts {
     /// `SVM_TRACE` per svm run, and the remote faults' steps in the report.
     pub trace: bool,
     pub timeout: Duration,
+    /// Runs per program, build and p (at least 1); each build's median run is reported.
+    pub repeat: usize,
     pub only: Vec<String>,
     pub out: PathBuf,
     /// `-falign-loops=` of both builds (0: none; `DEFAULT_ALIGN_LOOPS`), checked by the
@@ -211,6 +213,24 @@ fn run_one(
     r
 }
 
+/// The run to report of one build's repeated runs: the first that failed (its error fails
+/// the row), else the median by time (the lower one of an even count). Its outputs (the
+/// signature, images and counts it is verified and reported with) go with it.
+fn median_run(mut runs: Vec<RunOut>) -> RunOut {
+    if runs.is_empty() {
+        return RunOut {
+            err: Some("not run (--repeat 0)".into()),
+            ..RunOut::default()
+        };
+    }
+    if let Some(i) = runs.iter().position(|r| !r.ok) {
+        return runs.swap_remove(i);
+    }
+    let time = |r: &RunOut| r.time_us.unwrap_or(f64::INFINITY);
+    runs.sort_by(|a, b| time(a).total_cmp(&time(b)));
+    runs.swap_remove((runs.len() - 1) / 2)
+}
+
 // ---------------------------------------------------------------- the whole benchmark
 
 /// One row of the report: one program at one p.
@@ -240,6 +260,7 @@ pub fn run(o: &Opts) -> Result<bool, String> {
         profile: o.profile,
         trace: o.trace,
         timeout: o.timeout,
+        repeat: o.repeat.max(1),
         only: o.only.clone(),
         out,
         align_loops: o.align_loops,
@@ -364,8 +385,14 @@ pub fn run(o: &Opts) -> Result<bool, String> {
             None
         };
         for &p in &o.nodes {
-            let rp = run_one(prog, Build::Pthread, pt, p, &codes, &scratch, o, &svmrun);
-            let rs = run_one(prog, Build::Svm, sv, p, &codes, &scratch, o, &svmrun);
+            // The builds take turns, so that a slow stretch of the host falls on both.
+            let run = |b: Build, exe: &Path| run_one(prog, b, exe, p, &codes, &scratch, o, &svmrun);
+            let (mut pts, mut svs) = (Vec::new(), Vec::new());
+            for _ in 0..o.repeat {
+                pts.push(run(Build::Pthread, pt));
+                svs.push(run(Build::Svm, sv));
+            }
+            let (rp, rs) = (median_run(pts), median_run(svs));
             let mut notes = Vec::new();
             if let Some(e) = &rp.err {
                 notes.push(format!("pthread: {e}"));
@@ -487,7 +514,7 @@ pub fn run(o: &Opts) -> Result<bool, String> {
          <per-program flags>`; {} of {} programs compiled with both macro files. Times are the \
          programs' own compute times (µs; `Total time without initialization`, barnes/water \
          `COMPUTETIME`), volrend: wall time of the run. ratio = svm / pthread at the same p. \
-         Counts are sums over the nodes.\n",
+         Counts are sums over the nodes.{}\n",
         codes.display(),
         o.fault.as_ref().map_or(String::new(), |f| format!(" --fault {f}")),
         o.protocol
@@ -496,7 +523,16 @@ pub fn run(o: &Opts) -> Result<bool, String> {
         if o.profile { " and `SVM_PROFILE`" } else { "" },
         common.join(" "),
         compiled,
-        progs.len()
+        progs.len(),
+        if o.repeat > 1 {
+            format!(
+                " Each program ran {} times at each p, the two builds taking turns; each row \
+                 shows each build's median run (profiles and traces: the last svm run).",
+                o.repeat
+            )
+        } else {
+            String::new()
+        }
     );
     let mut sum = Table::new(
         std::iter::once("program".to_string())

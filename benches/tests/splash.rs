@@ -59,3 +59,12 @@ fn a_loop_alignment_that_is_not_a_power_of_two_is_refused_before_anything_runs()
         "{stderr}"
     );
 }
+
+#[test]
+fn a_repeat_count_outside_1_to_99_is_refused_before_anything_runs() {
+    let out = out_dir("splash-repeat");
+    for n in ["0", "100"] {
+        let stderr = splash_refused(Path::new("/nonexistent/Splash-3"), &["--repeat", n], &out);
+        assert!(stderr.contains("--repeat must be in 1..=99"), "{stderr}");
+    }
+}

@@ -383,3 +383,44 @@ fn the_report_tabulates_the_fault_steps_per_node_count() {
         .expect("radix row");
     assert_eq!(radix.matches('–').count(), 7, "{radix}");
 }
+
+fn timed_run(time_us: f64, sig: &str) -> RunOut {
+    RunOut {
+        ok: true,
+        time_us: Some(time_us),
+        sig: vec![sig.to_string()],
+        ..RunOut::default()
+    }
+}
+
+#[test]
+fn repeated_runs_report_the_median_run_with_its_own_outputs() {
+    let r = median_run(vec![
+        timed_run(900.0, "slow"),
+        timed_run(100.0, "fast"),
+        timed_run(300.0, "middle"),
+    ]);
+    assert_eq!(r.time_us, Some(300.0));
+    assert_eq!(r.sig, vec!["middle".to_string()]);
+    // An even count: the lower of the two middle runs.
+    let r = median_run(vec![
+        timed_run(400.0, "d"),
+        timed_run(200.0, "b"),
+        timed_run(100.0, "a"),
+        timed_run(300.0, "c"),
+    ]);
+    assert_eq!(r.sig, vec!["b".to_string()]);
+    assert_eq!(median_run(vec![timed_run(5.0, "one")]).time_us, Some(5.0));
+}
+
+#[test]
+fn a_failed_repetition_fails_the_row_even_if_the_others_passed() {
+    let failed = RunOut {
+        err: Some("exit 1: checksum wrong".into()),
+        ..RunOut::default()
+    };
+    let r = median_run(vec![timed_run(1.0, "a"), failed, timed_run(2.0, "b")]);
+    assert!(!r.ok);
+    assert_eq!(r.err.as_deref(), Some("exit 1: checksum wrong"));
+    assert!(median_run(Vec::new()).err.is_some(), "no runs is no result");
+}
