@@ -231,6 +231,31 @@ fn median_run(mut runs: Vec<RunOut>) -> RunOut {
     runs.swap_remove((runs.len() - 1) / 2)
 }
 
+/// Geometric means over the programs at one p: of the ratios, and of each build's times (µs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Means {
+    ratio: Option<f64>,
+    svm_us: Option<f64>,
+    pthread_us: Option<f64>,
+}
+
+/// The geometric means over the verified rows at `p` that have both times (failed runs and
+/// programs missing either build are left out of all three, so they cover the same programs).
+fn means_at(rows: &[Row], p: usize) -> Means {
+    let both: Vec<(f64, f64)> = rows
+        .iter()
+        .filter(|r| r.p == p && r.verified)
+        .filter_map(|r| Some((r.svm?, r.pthread?)))
+        .filter(|&(s, t)| s > 0.0 && t > 0.0)
+        .collect();
+    let of = |f: fn(&(f64, f64)) -> f64| geomean(&both.iter().map(f).collect::<Vec<_>>());
+    Means {
+        ratio: of(|&(s, t)| s / t),
+        svm_us: of(|&(s, _)| s),
+        pthread_us: of(|&(_, t)| t),
+    }
+}
+
 // ---------------------------------------------------------------- the whole benchmark
 
 /// One row of the report: one program at one p.
@@ -550,7 +575,27 @@ pub fn run(o: &Opts) -> Result<bool, String> {
         }
         sum.row(cells);
     }
+    let means: Vec<Means> = o.nodes.iter().map(|&p| means_at(&rows, p)).collect();
+    sum.row(
+        std::iter::once("**geometric mean**".to_string()).chain(means.iter().map(|m| num(m.ratio))),
+    );
     let _ = writeln!(md, "## svm / pthread time ratio\n\n{}", sum.render());
+    let _ = writeln!(
+        md,
+        "Geometric means of the times (ms), svm / pthread: {}. Comparing two builds of the \
+         runtime, the svm times' mean moves less with the host than the ratios do (the pthread \
+         runs are short).\n",
+        o.nodes
+            .iter()
+            .zip(&means)
+            .map(|(p, m)| format!(
+                "p = {p} {} / {}",
+                num(m.svm_us.map(|t| t / 1e3)),
+                num(m.pthread_us.map(|t| t / 1e3))
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     for &p in &o.nodes {
         let mut t = Table::new([
             "program",

@@ -424,3 +424,41 @@ fn a_failed_repetition_fails_the_row_even_if_the_others_passed() {
     assert_eq!(r.err.as_deref(), Some("exit 1: checksum wrong"));
     assert!(median_run(Vec::new()).err.is_some(), "no runs is no result");
 }
+
+fn row(prog: &'static str, p: usize, pthread: f64, svm: Option<f64>, verified: bool) -> Row {
+    Row {
+        prog,
+        p,
+        pthread: Some(pthread),
+        svm,
+        verified,
+        stats: None,
+        profile: String::new(),
+        steps: None,
+    }
+}
+
+#[test]
+fn means_cover_the_verified_programs_with_both_times_at_one_p() {
+    let rows = [
+        row("fft", 2, 10.0, Some(40.0), true),
+        row("radix", 2, 1000.0, Some(16000.0), true),
+        row("lu", 2, 5.0, Some(5000.0), false),
+        row("ocean", 2, 7.0, None, false),
+        row("fft", 1, 10.0, Some(12.0), true),
+    ];
+    let m = means_at(&rows, 2);
+    let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9 * b);
+    assert!(close(m.ratio, 8.0), "{m:?}"); // √(4 × 16)
+    assert!(close(m.svm_us, 800.0), "{m:?}"); // √(40 × 16000)
+    assert!(close(m.pthread_us, 100.0), "{m:?}"); // √(10 × 1000)
+    assert!(close(means_at(&rows, 1).ratio, 1.2));
+    assert_eq!(
+        means_at(&rows, 4),
+        Means {
+            ratio: None,
+            svm_us: None,
+            pthread_us: None
+        }
+    );
+}
