@@ -552,7 +552,8 @@ pub fn run(o: &Opts) -> Result<bool, String> {
         if o.repeat > 1 {
             format!(
                 " Each program ran {} times at each p, the two builds taking turns; each row \
-                 shows each build's median run (profiles and traces: the last svm run).",
+                 shows each build's median run (profiles, traces and the run directories' \
+                 outputs: the last run).",
                 o.repeat
             )
         } else {
