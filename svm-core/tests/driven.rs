@@ -83,25 +83,12 @@ impl DrivenJob {
             let mut moved = false;
             for to in 0..n {
                 for from in 0..n {
-                    let Some(tap) = self.taps[to][from].as_ref() else {
-                        continue;
-                    };
-                    if !tap.pending() {
+                    if !self.taps[to][from].as_ref().is_some_and(|t| t.pending()) {
                         continue;
                     }
-                    let buf = &mut self.bufs[to][from];
-                    tap.receive(buf);
-                    let mut frames = Vec::new();
-                    while let Ok(Some(f)) = buf.next_frame() {
-                        frames.push(f.to_vec());
-                    }
-                    for f in frames {
-                        self.nodes[to]
-                            .deliver(now, from as NodeId, &f)
-                            .expect("frame handled");
-                        delivered += 1;
-                        moved = true;
-                    }
+                    let k = self.deliver_link(now, from, to);
+                    delivered += k;
+                    moved |= k > 0;
                 }
             }
             if !moved {
