@@ -736,3 +736,119 @@ fn a_request_that_overtakes_the_directorys_answer_waits_for_it() {
     }
     assert_eq!(job.mems[1].contents(addr).expect("present")[..8], [7; 8]);
 }
+
+#[test]
+fn a_lingering_tokens_local_takes_skip_the_engine_until_the_fairness_bound() {
+    let mut job = driven_job(2);
+    // Node 0 holds lock 1 (managed by node 1); node 1 asks for it; node 0 releases it through
+    // the engine, so the token lingers there for its threads while node 1 waits.
+    let w0 = job.take_free_lock(0, 1, T0);
+    let want = job
+        .op(1, T0, lock_op(1))
+        .expect("node 1 waits for the token");
+    job.release_lock(0, w0, 1, T0 + 1_000);
+    assert_eq!(want.result(), None, "the token lingers at node 0");
+
+    // Node 0's thread now takes and releases it without the engine, up to the fairness
+    // bound: the last take's release goes through the engine, which passes the token on.
+    let bound = svm_core::sync::MAX_LOCAL_HANDOFFS;
+    let now = T0 + 2_000;
+    for i in 1..=bound {
+        let take = job.nodes[0]
+            .begin(now, w0, lock_op(1))
+            .expect("lock starts");
+        assert!(take.is_none(), "take {i} of {bound} skips the engine");
+        let give = job.nodes[0]
+            .begin(now, w0, SyncOp::Unlock(1))
+            .expect("unlock starts");
+        if i < bound {
+            assert!(give.is_none(), "release {i} skips the engine");
+            assert_eq!(job.pump(now), 0, "nothing is sent within the share");
+        } else {
+            let give = give.expect("the share's last release goes through the engine");
+            assert!(job.pump(now) > 0, "the token moves at once");
+            assert_eq!(give.result(), Some(WaitResult::Released));
+        }
+    }
+    assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+    assert_eq!(
+        job.nodes[0].inspect_sync(|s| s.max_overtakes()),
+        bound,
+        "every take counted against the bound"
+    );
+    // The token is node 1's: node 0's next take waits for it.
+    let again = job.nodes[0]
+        .begin(now, w0, lock_op(1))
+        .expect("lock starts")
+        .expect("the token is elsewhere: through the engine");
+    job.pump(now);
+    assert_eq!(again.result(), None, "node 0 waits");
+}
+
+#[test]
+fn a_lingering_token_open_to_its_threads_still_moves_at_its_linger_and_quantum() {
+    let mut job = driven_job(2);
+    let linger = svm_core::sync::LOCK_LINGER.as_nanos() as u64;
+    let quantum = svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
+    // Node 0's thread takes and releases lock 1 without the engine `times` times at `now`.
+    let fast_takes = |job: &mut DrivenJob, w, now, times| {
+        for _ in 0..times {
+            let take = job.nodes[0].begin(now, w, lock_op(1)).expect("lock starts");
+            assert!(take.is_none(), "a take without the engine");
+            let give = job.nodes[0]
+                .begin(now, w, SyncOp::Unlock(1))
+                .expect("unlock");
+            assert!(give.is_none(), "a release without the engine");
+        }
+    };
+
+    // The linger ends while nobody of node 0 holds the lock: the token moves then, and the
+    // fast path is closed.
+    let w0 = job.take_free_lock(0, 1, T0);
+    let w1 = job.nodes[1].new_waiter();
+    let want = job.ask_for_lock(1, w1, 1, T0);
+    job.release_lock(0, w0, 1, T0 + 1_000);
+    fast_takes(&mut job, w0, T0 + 2_000, 3);
+    let due = T0 + 1_000 + linger;
+    assert_eq!(
+        job.nodes[0].poll_at(),
+        Some(due),
+        "the linger of the release"
+    );
+    job.nodes[0].poll_timers(due).expect("timers");
+    assert!(job.pump(due) > 0, "the token moves at the linger's end");
+    assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+    let back = job.nodes[0]
+        .begin(due, w0, lock_op(1))
+        .expect("lock starts")
+        .expect("closed: through the engine");
+    job.pump(due);
+
+    // The token comes back to node 0, whose thread holds it when node 1 asks again at `t`.
+    let t = job.release_and_let_linger(1, w1, 1, due + 1_000);
+    assert_eq!(
+        back.result(),
+        Some(WaitResult::Granted),
+        "node 0 has it again"
+    );
+    let want = job.ask_for_lock(1, w1, 1, t);
+    job.release_lock(0, w0, 1, t + 1_000);
+    fast_takes(&mut job, w0, t + 2_000, svm_core::sync::MIN_LOCAL_HANDOFFS);
+    // Held through the fast path when the quantum ends: the engine adopts the holder, and
+    // its release moves the token at once.
+    let take = job.nodes[0].begin(t + 3_000, w0, lock_op(1)).expect("lock");
+    assert!(take.is_none(), "taken without the engine");
+    job.nodes[0].poll_timers(t + quantum).expect("timers");
+    assert_eq!(
+        job.pump(t + quantum),
+        0,
+        "the holder keeps its critical section"
+    );
+    let rel = job.nodes[0]
+        .begin(t + quantum, w0, SyncOp::Unlock(1))
+        .expect("unlock starts")
+        .expect("adopted: the release goes through the engine");
+    assert!(job.pump(t + quantum) > 0, "the token moves at the release");
+    assert_eq!(rel.result(), Some(WaitResult::Released));
+    assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+}

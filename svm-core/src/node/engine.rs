@@ -494,10 +494,19 @@ impl Node {
                 {
                     self.arm_lock_timer(st, lock, LockTimer::Linger);
                 }
-                LockTimer::Linger => st.sync.linger_expired(lock, &mut evs),
-                LockTimer::Quantum => st.sync.quantum_expired(lock, &mut evs),
+                // The token may move on: take back the word its threads may be using
+                // meanwhile (a limited one, `publish_fast`) and count their takes first.
+                LockTimer::Linger => {
+                    self.reclaim_fast(st, lock);
+                    st.sync.linger_expired(lock, &mut evs);
+                }
+                LockTimer::Quantum => {
+                    self.reclaim_fast(st, lock);
+                    st.sync.quantum_expired(lock, &mut evs);
+                }
             }
             self.run_sync_events(st, evs)?;
+            self.publish_fast(st, lock);
         }
         if st.release_deferred.is_some_and(|t| t <= now) {
             self.flush_deferred_releases(st)?;

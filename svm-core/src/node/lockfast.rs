@@ -89,12 +89,30 @@ impl Node {
     }
 
     /// The engine is about to change `lock`'s state: takes its fast-path word back, adopting a
-    /// thread that holds it through the fast path as the holder.
+    /// thread that holds it through the fast path as the holder, and counts the takes made
+    /// through a limited word (while a remote node waits) as local hand-offs.
     pub(super) fn reclaim_fast(&self, st: &mut EngineState, lock: u64) {
         if let Some(f) = st.fast_locks.get(&lock) {
-            if let Reclaimed::Holder(h) = f.reclaim() {
+            let (found, takes) = f.reclaim();
+            st.sync.count_fast_handoffs(lock, takes);
+            if let Reclaimed::Holder(h) = found {
                 st.sync.adopt_holder(lock, h);
             }
+        }
+    }
+
+    /// Takes back every lock word published while a remote node waits (their tokens linger
+    /// here), before something that may move those tokens on: a local barrier arrival ends
+    /// every linger at once.
+    pub(super) fn reclaim_lingering_fast(&self, st: &mut EngineState) {
+        let lingering: Vec<u64> = st
+            .fast_locks
+            .iter()
+            .filter(|(lock, f)| !f.is_slow() && st.sync.lingering(**lock))
+            .map(|(lock, _)| *lock)
+            .collect();
+        for lock in lingering {
+            self.reclaim_fast(st, lock);
         }
     }
 
@@ -113,6 +131,7 @@ impl Node {
             return Ok(());
         };
         self.fast_held.fetch_sub(1, Ordering::SeqCst);
+        st.sync.count_fast_handoffs(lock, tb.takes);
         if tb.adopt {
             st.sync.adopt_holder(lock, w);
         }
@@ -122,12 +141,19 @@ impl Node {
         Ok(())
     }
 
-    /// After a slow-path release: if the token stays here idle, threads may take it through
-    /// the fast path.
+    /// After the engine changed `lock`'s state (a slow-path release, a timer): if the token
+    /// stays here idle, threads may take it through the fast path; if it lingers for them
+    /// while a remote node waits, they may take it as many times as the fairness bound still
+    /// allows (`SyncState::fast_share`), after which it moves on.
     pub(super) fn publish_fast(&self, st: &mut EngineState, lock: u64) {
-        if !st.sync.token_idle(lock) {
-            return;
-        }
+        let share = if st.sync.token_idle(lock) {
+            None
+        } else {
+            match st.sync.fast_share(lock) {
+                Some(share) => Some(share),
+                None => return,
+            }
+        };
         let f = st
             .fast_locks
             .entry(lock)
@@ -140,7 +166,10 @@ impl Node {
                 f
             })
             .clone();
-        f.publish();
+        match share {
+            None => f.publish(),
+            Some(share) => f.publish_limited(share),
+        }
     }
 
     /// A lock without a fast-path word: if it was never used here and its token starts here

@@ -46,6 +46,14 @@ impl Node {
                     // its stay. Left armed, they would fire during a later stay of the token
                     // and cut that stay's linger or quantum short.
                     st.lock_timers.retain(|&(_, l, _)| l != lock);
+                    // Every path that moves a token on takes its fast-path word back first;
+                    // a word still open here would let a thread of this node into the
+                    // critical section while another node holds the lock.
+                    if st.fast_locks.get(&lock).is_some_and(|f| !f.is_slow()) {
+                        return Err(EngineError::Protocol(format!(
+                            "lock {lock}: the token left for node {to} while its fast path was open"
+                        )));
+                    }
                     self.flush_deferred_releases(st)?;
                     self.lock_pages_let_go(st, lock)?;
                     self.send(st, to, Msg::Sync(msg), &[])?;
@@ -289,6 +297,9 @@ impl Node {
                 count,
                 waiter,
             } => {
+                // The arrival ends every linger here (`SyncState::barrier_arrive`): take
+                // back the words of the lingering tokens first.
+                self.reclaim_lingering_fast(st);
                 let arrived = match count {
                     Some(count) => st
                         .sync

@@ -294,6 +294,35 @@ impl SyncState {
             .is_some_and(|l| l.token && l.owner.is_none() && l.queue.is_empty() && l.next.is_none())
     }
 
+    /// While a remote node waits for `lock` and its token lingers here after a local release:
+    /// how many more times the local threads may take it under the fairness bound (at least
+    /// 1), so that they may take it without the engine ([`fast`], a limited word). None
+    /// otherwise.
+    pub fn fast_share(&self, lock: u64) -> Option<u32> {
+        let l = self.locks.get(&lock)?;
+        if !(l.token && l.lingering && l.owner.is_none() && l.queue.is_empty() && l.next.is_some())
+        {
+            return None;
+        }
+        let bound = if l.quantum_over {
+            MIN_LOCAL_HANDOFFS
+        } else {
+            MAX_LOCAL_HANDOFFS
+        };
+        Some(bound.saturating_sub(l.handoffs)).filter(|&n| n > 0)
+    }
+
+    /// Local threads took `lock` `takes` times through a limited fast-path word the engine
+    /// has just taken back ([`SyncState::fast_share`]): local hand-offs while a remote node
+    /// waited, counted against the fairness bound like those granted here.
+    pub fn count_fast_handoffs(&mut self, lock: u64, takes: u32) {
+        if let Some(l) = self.locks.get_mut(&lock) {
+            if l.next.is_some() {
+                l.handoffs = l.handoffs.saturating_add(takes);
+            }
+        }
+    }
+
     /// Records local thread `waiter` as the holder of `lock`, whose token is here and free: it
     /// took the lock through the application-thread fast path ([`fast`]), and the engine now
     /// takes the lock's state back. Returns false if the token is not here and free.
