@@ -802,21 +802,29 @@ fn a_lingering_token_open_to_its_threads_still_moves_at_its_linger_and_quantum()
         }
     };
 
-    // The linger ends while nobody of node 0 holds the lock: the token moves then, and the
-    // fast path is closed.
+    // Node 0's thread takes the lingering token a few times: it lingers once more, and moves
+    // when a whole linger passes without a take, while nobody of node 0 holds the lock; the
+    // fast path is closed then.
     let w0 = job.take_free_lock(0, 1, T0);
     let w1 = job.nodes[1].new_waiter();
     let want = job.ask_for_lock(1, w1, 1, T0);
     job.release_lock(0, w0, 1, T0 + 1_000);
     fast_takes(&mut job, w0, T0 + 2_000, 3);
-    let due = T0 + 1_000 + linger;
+    let first = T0 + 1_000 + linger;
     assert_eq!(
         job.nodes[0].poll_at(),
-        Some(due),
+        Some(first),
         "the linger of the release"
     );
+    job.nodes[0].poll_timers(first).expect("timers");
+    assert_eq!(job.pump(first), 0, "taken during its linger: it stays");
+    let due = first + linger;
+    assert_eq!(job.nodes[0].poll_at(), Some(due), "one more linger");
     job.nodes[0].poll_timers(due).expect("timers");
-    assert!(job.pump(due) > 0, "the token moves at the linger's end");
+    assert!(
+        job.pump(due) > 0,
+        "the token moves at the idle linger's end"
+    );
     assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
     let back = job.nodes[0]
         .begin(due, w0, lock_op(1))
@@ -851,4 +859,56 @@ fn a_lingering_token_open_to_its_threads_still_moves_at_its_linger_and_quantum()
     assert!(job.pump(t + quantum) > 0, "the token moves at the release");
     assert_eq!(rel.result(), Some(WaitResult::Released));
     assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+}
+
+#[test]
+fn a_token_taken_often_lingers_until_the_quantum_and_one_taken_rarely_only_while_used() {
+    let linger = svm_core::sync::LOCK_LINGER.as_nanos() as u64;
+    let quantum = svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
+    assert!(
+        3 * linger >= quantum,
+        "the test's timeline needs quantum <= 3 lingers"
+    );
+    for (takes, moves_at) in [
+        // The minimum share taken: the token stays however idle until the quantum ends.
+        (svm_core::sync::MIN_LOCAL_HANDOFFS, T0 + quantum),
+        // Taken twice: one more linger, then it moves.
+        (2, T0 + 1_000 + 2 * linger),
+    ] {
+        let mut job = driven_job(2);
+        let w0 = job.take_free_lock(0, 1, T0);
+        let w1 = job.nodes[1].new_waiter();
+        let want = job.ask_for_lock(1, w1, 1, T0);
+        job.release_lock(0, w0, 1, T0 + 1_000);
+        for _ in 0..takes {
+            let take = job.nodes[0]
+                .begin(T0 + 2_000, w0, lock_op(1))
+                .expect("lock");
+            assert!(take.is_none(), "a take without the engine");
+            let give = job.nodes[0]
+                .begin(T0 + 2_000, w0, SyncOp::Unlock(1))
+                .expect("unlock");
+            assert!(give.is_none(), "a release without the engine");
+        }
+        // No take after T0 + 2 µs: the driver's time walks on, a microsecond before each
+        // timer and at it.
+        let mut now = T0 + 2_000;
+        while let Some(at) = job.nodes[0].poll_at() {
+            assert!(
+                at <= moves_at,
+                "{takes} takes: a timer after the move ({at})"
+            );
+            job.nodes[0].poll_timers(at - 1_000).expect("timers");
+            job.pump(at - 1_000);
+            assert_eq!(want.result(), None, "{takes} takes: still here before {at}");
+            job.nodes[0].poll_timers(at).expect("timers");
+            job.pump(at);
+            now = at;
+            if want.result().is_some() {
+                break;
+            }
+        }
+        assert_eq!(now, moves_at, "{takes} takes: when the token moved");
+        assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
+    }
 }

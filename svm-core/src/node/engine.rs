@@ -494,11 +494,22 @@ impl Node {
                 {
                     self.arm_lock_timer(st, lock, LockTimer::Linger);
                 }
+                // A later release armed a later linger: that one decides.
+                LockTimer::Linger
+                    if st
+                        .lock_timers
+                        .iter()
+                        .any(|&(_, l, w)| l == lock && w == LockTimer::Linger) => {}
                 // The token may move on: take back the word its threads may be using
-                // meanwhile (a limited one, `publish_fast`) and count their takes first.
+                // meanwhile (a limited one, `publish_fast`) and count their takes first; a
+                // token in use lingers once more (`SyncState::linger_stays`).
                 LockTimer::Linger => {
-                    self.reclaim_fast(st, lock);
-                    st.sync.linger_expired(lock, &mut evs);
+                    let takes = self.reclaim_fast(st, lock);
+                    if st.sync.linger_stays(lock, takes > 0) {
+                        self.arm_lock_timer(st, lock, LockTimer::Linger);
+                    } else {
+                        st.sync.linger_expired(lock, &mut evs);
+                    }
                 }
                 LockTimer::Quantum => {
                     self.reclaim_fast(st, lock);

@@ -91,14 +91,17 @@ impl Node {
     /// The engine is about to change `lock`'s state: takes its fast-path word back, adopting a
     /// thread that holds it through the fast path as the holder, and counts the takes made
     /// through a limited word (while a remote node waits) as local hand-offs.
-    pub(super) fn reclaim_fast(&self, st: &mut EngineState, lock: u64) {
-        if let Some(f) = st.fast_locks.get(&lock) {
-            let (found, takes) = f.reclaim();
-            st.sync.count_fast_handoffs(lock, takes);
-            if let Reclaimed::Holder(h) = found {
-                st.sync.adopt_holder(lock, h);
-            }
+    /// Returns those takes.
+    pub(super) fn reclaim_fast(&self, st: &mut EngineState, lock: u64) -> u32 {
+        let Some(f) = st.fast_locks.get(&lock) else {
+            return 0;
+        };
+        let (found, takes) = f.reclaim();
+        st.sync.count_fast_handoffs(lock, takes);
+        if let Reclaimed::Holder(h) = found {
+            st.sync.adopt_holder(lock, h);
         }
+        takes
     }
 
     /// Takes back every lock word published while a remote node waits (their tokens linger

@@ -514,6 +514,22 @@ impl SyncState {
             .is_some_and(|l| l.lingering && !l.quantum_over && l.local_share_left())
     }
 
+    /// Whether `lock`'s token, lingering here, lingers once more instead of moving on when its
+    /// linger ends (`local_use`: the local threads took it during that linger, through the
+    /// fast path): within the remote request's quantum and the local share, a token its
+    /// threads still use stays, and so does one they took [`MIN_LOCAL_HANDOFFS`] times or more
+    /// since the request (a lock used all the time, taken again after gaps longer than a
+    /// linger: its stays last the quantum). A token used less waits one linger for its
+    /// threads, as before.
+    pub fn linger_stays(&self, lock: u64, local_use: bool) -> bool {
+        self.locks.get(&lock).is_some_and(|l| {
+            l.lingering
+                && !l.quantum_over
+                && l.local_share_left()
+                && (local_use || l.handoffs >= MIN_LOCAL_HANDOFFS)
+        })
+    }
+
     /// Whether a token of this node lingers (see [`SyncEvent::Linger`]).
     pub fn lingering(&self, lock: u64) -> bool {
         self.locks.get(&lock).is_some_and(|l| l.lingering)
