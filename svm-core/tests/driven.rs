@@ -14,6 +14,7 @@ use svm_comm::transport::{CommError, Link, RecvBuf};
 use svm_core::fault::mem::{Attempt, FaultTicket, MemBackend};
 use svm_core::fault::{Fault, FaultBackend, WaiterRef};
 use svm_core::node::{EngineError, FailureMode, Node, SyncOp, WaitResult};
+use svm_core::sync::Waiter;
 use svm_core::sys::SysError;
 use svm_core::Access;
 use svm_core::NodeId;
@@ -159,6 +160,49 @@ impl DrivenJob {
             assert_eq!(remote.result(), None, "the other node still waits");
         }
         now
+    }
+
+    /// Node 0 takes lock 1 (managed by node 1) at T0, a waiter of node 1 asks for it, and
+    /// node 0 releases it through the engine at T0 + 1 µs: the token lingers at node 0 for its
+    /// threads while node 1 waits. Returns node 0's and node 1's waiters and node 1's
+    /// acquisition.
+    fn linger_while_node_1_waits(&mut self) -> (Waiter, Waiter, svm_core::node::Pending) {
+        let w0 = self.take_free_lock(0, 1, T0);
+        let w1 = self.nodes[1].new_waiter();
+        let want = self.ask_for_lock(1, w1, 1, T0);
+        self.release_lock(0, w0, 1, T0 + 1_000);
+        assert_eq!(want.result(), None, "the token lingers at node 0");
+        (w0, w1, want)
+    }
+
+    /// Node 0's next timer is due at `at` (`what`): the driver's time reaches it; returns how
+    /// many frames that sent.
+    fn reach_timer_of_node_0(&mut self, at: u64, what: &str) -> usize {
+        assert_eq!(self.nodes[0].poll_at(), Some(at), "{what}");
+        self.nodes[0].poll_timers(at).expect("timers");
+        self.pump(at)
+    }
+
+    /// Waiter `w` of node 0 takes lock 1 without the engine and releases it, at `now`;
+    /// returns the release if it went through the engine.
+    fn fast_take_then_release(
+        &mut self,
+        w: svm_core::sync::Waiter,
+        now: u64,
+    ) -> Option<svm_core::node::Pending> {
+        let take = self.nodes[0]
+            .begin(now, w, lock_op(1))
+            .expect("lock starts");
+        assert!(take.is_none(), "a take without the engine");
+        self.nodes[0]
+            .begin(now, w, SyncOp::Unlock(1))
+            .expect("unlock starts")
+    }
+
+    /// [`DrivenJob::fast_take_then_release`], the release too without the engine.
+    fn fast_take_and_release(&mut self, w: svm_core::sync::Waiter, now: u64) {
+        let give = self.fast_take_then_release(w, now);
+        assert!(give.is_none(), "a release without the engine");
     }
 
     /// A fresh waiter of `node` takes lock `id`, which no other node holds or wants, at `now`
@@ -740,36 +784,21 @@ fn a_request_that_overtakes_the_directorys_answer_waits_for_it() {
 #[test]
 fn a_lingering_tokens_local_takes_skip_the_engine_until_the_fairness_bound() {
     let mut job = driven_job(2);
-    // Node 0 holds lock 1 (managed by node 1); node 1 asks for it; node 0 releases it through
-    // the engine, so the token lingers there for its threads while node 1 waits.
-    let w0 = job.take_free_lock(0, 1, T0);
-    let want = job
-        .op(1, T0, lock_op(1))
-        .expect("node 1 waits for the token");
-    job.release_lock(0, w0, 1, T0 + 1_000);
-    assert_eq!(want.result(), None, "the token lingers at node 0");
+    let (w0, _, want) = job.linger_while_node_1_waits();
 
     // Node 0's thread now takes and releases it without the engine, up to the fairness
     // bound: the last take's release goes through the engine, which passes the token on.
     let bound = svm_core::sync::MAX_LOCAL_HANDOFFS;
     let now = T0 + 2_000;
-    for i in 1..=bound {
-        let take = job.nodes[0]
-            .begin(now, w0, lock_op(1))
-            .expect("lock starts");
-        assert!(take.is_none(), "take {i} of {bound} skips the engine");
-        let give = job.nodes[0]
-            .begin(now, w0, SyncOp::Unlock(1))
-            .expect("unlock starts");
-        if i < bound {
-            assert!(give.is_none(), "release {i} skips the engine");
-            assert_eq!(job.pump(now), 0, "nothing is sent within the share");
-        } else {
-            let give = give.expect("the share's last release goes through the engine");
-            assert!(job.pump(now) > 0, "the token moves at once");
-            assert_eq!(give.result(), Some(WaitResult::Released));
-        }
+    for _ in 1..bound {
+        job.fast_take_and_release(w0, now);
+        assert_eq!(job.pump(now), 0, "nothing is sent within the share");
     }
+    let give = job
+        .fast_take_then_release(w0, now)
+        .expect("the share's last release goes through the engine");
+    assert!(job.pump(now) > 0, "the token moves at once");
+    assert_eq!(give.result(), Some(WaitResult::Released));
     assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
     assert_eq!(
         job.nodes[0].inspect_sync(|s| s.max_overtakes()),
@@ -790,41 +819,20 @@ fn a_lingering_token_open_to_its_threads_still_moves_at_its_linger_and_quantum()
     let mut job = driven_job(2);
     let linger = svm_core::sync::LOCK_LINGER.as_nanos() as u64;
     let quantum = svm_core::sync::LOCK_QUANTUM.as_nanos() as u64;
-    // Node 0's thread takes and releases lock 1 without the engine `times` times at `now`.
-    let fast_takes = |job: &mut DrivenJob, w, now, times| {
-        for _ in 0..times {
-            let take = job.nodes[0].begin(now, w, lock_op(1)).expect("lock starts");
-            assert!(take.is_none(), "a take without the engine");
-            let give = job.nodes[0]
-                .begin(now, w, SyncOp::Unlock(1))
-                .expect("unlock");
-            assert!(give.is_none(), "a release without the engine");
-        }
-    };
 
     // Node 0's thread takes the lingering token a few times: it lingers once more, and moves
     // when a whole linger passes without a take, while nobody of node 0 holds the lock; the
     // fast path is closed then.
-    let w0 = job.take_free_lock(0, 1, T0);
-    let w1 = job.nodes[1].new_waiter();
-    let want = job.ask_for_lock(1, w1, 1, T0);
-    job.release_lock(0, w0, 1, T0 + 1_000);
-    fast_takes(&mut job, w0, T0 + 2_000, 3);
+    let (w0, w1, want) = job.linger_while_node_1_waits();
+    for _ in 0..3 {
+        job.fast_take_and_release(w0, T0 + 2_000);
+    }
     let first = T0 + 1_000 + linger;
-    assert_eq!(
-        job.nodes[0].poll_at(),
-        Some(first),
-        "the linger of the release"
-    );
-    job.nodes[0].poll_timers(first).expect("timers");
-    assert_eq!(job.pump(first), 0, "taken during its linger: it stays");
+    let sent = job.reach_timer_of_node_0(first, "the linger of the release");
+    assert_eq!(sent, 0, "taken during its linger: it stays");
+    let sent = job.reach_timer_of_node_0(first + linger, "one more linger");
+    assert!(sent > 0, "the token moves at the idle linger's end");
     let due = first + linger;
-    assert_eq!(job.nodes[0].poll_at(), Some(due), "one more linger");
-    job.nodes[0].poll_timers(due).expect("timers");
-    assert!(
-        job.pump(due) > 0,
-        "the token moves at the idle linger's end"
-    );
     assert_eq!(want.result(), Some(WaitResult::Granted), "node 1 got it");
     let back = job.nodes[0]
         .begin(due, w0, lock_op(1))
@@ -841,7 +849,9 @@ fn a_lingering_token_open_to_its_threads_still_moves_at_its_linger_and_quantum()
     );
     let want = job.ask_for_lock(1, w1, 1, t);
     job.release_lock(0, w0, 1, t + 1_000);
-    fast_takes(&mut job, w0, t + 2_000, svm_core::sync::MIN_LOCAL_HANDOFFS);
+    for _ in 0..svm_core::sync::MIN_LOCAL_HANDOFFS {
+        job.fast_take_and_release(w0, t + 2_000);
+    }
     // Held through the fast path when the quantum ends: the engine adopts the holder, and
     // its release moves the token at once.
     let take = job.nodes[0].begin(t + 3_000, w0, lock_op(1)).expect("lock");
@@ -876,19 +886,9 @@ fn a_token_taken_often_lingers_until_the_quantum_and_one_taken_rarely_only_while
         (2, T0 + 1_000 + 2 * linger),
     ] {
         let mut job = driven_job(2);
-        let w0 = job.take_free_lock(0, 1, T0);
-        let w1 = job.nodes[1].new_waiter();
-        let want = job.ask_for_lock(1, w1, 1, T0);
-        job.release_lock(0, w0, 1, T0 + 1_000);
+        let (w0, _, want) = job.linger_while_node_1_waits();
         for _ in 0..takes {
-            let take = job.nodes[0]
-                .begin(T0 + 2_000, w0, lock_op(1))
-                .expect("lock");
-            assert!(take.is_none(), "a take without the engine");
-            let give = job.nodes[0]
-                .begin(T0 + 2_000, w0, SyncOp::Unlock(1))
-                .expect("unlock");
-            assert!(give.is_none(), "a release without the engine");
+            job.fast_take_and_release(w0, T0 + 2_000);
         }
         // No take after T0 + 2 µs: the driver's time walks on, a microsecond before each
         // timer and at it.
