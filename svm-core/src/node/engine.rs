@@ -487,13 +487,6 @@ impl Node {
         for (lock, which) in ended {
             let mut evs = Vec::new();
             match which {
-                // A thread of this node waits for a page: likely the one that released the
-                // lock, which will take it again once its page comes (`linger_may_go_on`).
-                LockTimer::Linger
-                    if st.pages.waiter_count() > 0 && st.sync.linger_may_go_on(lock) =>
-                {
-                    self.arm_lock_timer(st, lock, LockTimer::Linger);
-                }
                 // A later release armed a later linger: that one decides.
                 LockTimer::Linger
                     if st
@@ -502,10 +495,12 @@ impl Node {
                         .any(|&(_, l, w)| l == lock && w == LockTimer::Linger) => {}
                 // The token may move on: take back the word its threads may be using
                 // meanwhile (a limited one, `publish_fast`) and count their takes first; a
-                // token in use lingers once more (`SyncState::linger_stays`).
+                // token in use, or one a thread of this node may take again once its page
+                // comes, lingers once more (`SyncState::linger_stays`).
                 LockTimer::Linger => {
                     let takes = self.reclaim_fast(st, lock);
-                    if st.sync.linger_stays(lock, takes > 0) {
+                    let in_use = takes > 0 || st.pages.waiter_count() > 0;
+                    if st.sync.linger_stays(lock, in_use) {
                         self.arm_lock_timer(st, lock, LockTimer::Linger);
                     } else {
                         st.sync.linger_expired(lock, &mut evs);

@@ -45,7 +45,7 @@ const WAITER_BITS: u32 = 32;
 const WAITER_MAX: u64 = (1 << WAITER_BITS) - 1;
 const SHARE_SHIFT: u32 = WAITER_SHIFT + WAITER_BITS;
 /// Largest share a word carries (the fairness bound is far below it).
-pub const SHARE_MAX: u32 = (1 << (64 - SHARE_SHIFT)) - 1;
+const SHARE_MAX: u32 = (1 << (64 - SHARE_SHIFT)) - 1;
 
 fn waiter_of(word: u64) -> Waiter {
     (word >> WAITER_SHIFT) & WAITER_MAX

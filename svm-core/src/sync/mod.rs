@@ -159,10 +159,20 @@ struct NodeLock {
 }
 
 impl NodeLock {
+    /// How many more times the local threads may take the token while `next` waits: up to
+    /// [`MAX_LOCAL_HANDOFFS`] hand-offs within the quantum, [`MIN_LOCAL_HANDOFFS`] after it.
+    fn local_share(&self) -> u32 {
+        let bound = if self.quantum_over {
+            MIN_LOCAL_HANDOFFS
+        } else {
+            MAX_LOCAL_HANDOFFS
+        };
+        bound.saturating_sub(self.handoffs)
+    }
+
     /// Whether the local threads may take the token once more while `next` waits.
     fn local_share_left(&self) -> bool {
-        self.handoffs < MIN_LOCAL_HANDOFFS
-            || (!self.quantum_over && self.handoffs < MAX_LOCAL_HANDOFFS)
+        self.local_share() > 0
     }
 }
 
@@ -304,12 +314,7 @@ impl SyncState {
         {
             return None;
         }
-        let bound = if l.quantum_over {
-            MIN_LOCAL_HANDOFFS
-        } else {
-            MAX_LOCAL_HANDOFFS
-        };
-        Some(bound.saturating_sub(l.handoffs)).filter(|&n| n > 0)
+        Some(l.local_share()).filter(|&n| n > 0)
     }
 
     /// Local threads took `lock` `takes` times through a limited fast-path word the engine
@@ -515,19 +520,20 @@ impl SyncState {
     }
 
     /// Whether `lock`'s token, lingering here, lingers once more instead of moving on when its
-    /// linger ends (`local_use`: the local threads took it during that linger, through the
-    /// fast path): within the remote request's quantum and the local share, a token its
-    /// threads still use stays, and so does one they took [`MIN_LOCAL_HANDOFFS`] times or more
-    /// since the request (a lock used all the time, taken again after gaps longer than a
-    /// linger: its stays last the quantum). A token used less waits one linger for its
-    /// threads, as before.
+    /// linger ends. Within the remote request's quantum and the local share
+    /// ([`SyncState::linger_may_go_on`]) it stays if `local_use` (the local threads took it
+    /// during that linger through the fast path, or a thread of the node waits for a page —
+    /// usually the one that released it, which takes it again once its page comes), and also
+    /// if they took it [`MIN_LOCAL_HANDOFFS`] times or more since the request (a lock used all
+    /// the time, taken again after gaps longer than a linger: its stays last the quantum). A
+    /// token used less waits one linger for its threads, as before.
     pub fn linger_stays(&self, lock: u64, local_use: bool) -> bool {
-        self.locks.get(&lock).is_some_and(|l| {
-            l.lingering
-                && !l.quantum_over
-                && l.local_share_left()
-                && (local_use || l.handoffs >= MIN_LOCAL_HANDOFFS)
-        })
+        self.linger_may_go_on(lock)
+            && (local_use
+                || self
+                    .locks
+                    .get(&lock)
+                    .is_some_and(|l| l.handoffs >= MIN_LOCAL_HANDOFFS))
     }
 
     /// Whether a token of this node lingers (see [`SyncEvent::Linger`]).
