@@ -80,8 +80,7 @@ impl Recorder {
         profile_path: Option<PathBuf>,
         trace_path: Option<PathBuf>,
     ) -> Recorder {
-        let mono0 = crate::sys::segv::now_ns();
-        let real0 = super::realtime_ns();
+        let (mono0, real0) = super::clock_pair();
         Recorder {
             me,
             nodes,
@@ -406,6 +405,7 @@ impl Recorder {
             fault_backend: stats.fault_backend.clone(),
             real0_ns: self.real0,
             mono0_ns: self.mono0,
+            boot_id: super::boot_id(),
             totals,
             pages,
             locks,
@@ -512,6 +512,10 @@ pub struct NodePart {
     pub fault_backend: String,
     pub real0_ns: u64,
     pub mono0_ns: u64,
+    /// The node's boot id (`profile::boot_id`): the merge places the parts of one boot by
+    /// their shared CLOCK_MONOTONIC (`profile::realtime_corrections`).
+    #[serde(default)]
+    pub boot_id: Option<String>,
     pub totals: Totals,
     pub pages: Vec<PagePart>,
     pub locks: Vec<LockPart>,

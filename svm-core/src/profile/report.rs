@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::record::{NodePart, PagePart, Totals};
+use super::shifted;
 use super::sites::Site;
 use super::trace::barrier_name;
 use crate::stats::Histogram;
@@ -600,6 +601,29 @@ pub fn json_path(file: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Puts the parts' CLOCK_REALTIME-based times (lock grants, barrier episodes) on one clock
+/// (`profile::realtime_corrections`): the order of two nodes' grants of a lock, which counts
+/// its transfers, and a barrier's arrival imbalance compare times of different nodes.
+pub fn align_clocks(parts: &mut [NodePart]) {
+    let clocks: Vec<(u64, u64, Option<&str>)> = parts
+        .iter()
+        .map(|p| (p.mono0_ns, p.real0_ns, p.boot_id.as_deref()))
+        .collect();
+    let corrections = super::realtime_corrections(&clocks);
+    for (p, by) in parts.iter_mut().zip(corrections) {
+        if by == 0 {
+            continue;
+        }
+        p.real0_ns = shifted(p.real0_ns, by);
+        for t in p.locks.iter_mut().flat_map(|l| l.grants.iter_mut()) {
+            *t = shifted(*t, by);
+        }
+        for e in p.barriers.iter_mut().flat_map(|b| b.episodes.iter_mut()) {
+            *e = (shifted(e.0, by), shifted(e.1, by));
+        }
+    }
+}
+
 /// Rank 0: waits for every node's part, merges them, writes FILE and FILE.json, removes the
 /// parts. Returns the nodes whose part never came.
 pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<Vec<NodeId>, String> {
@@ -614,6 +638,7 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<Vec<Nod
         parts.push(p);
         let _ = std::fs::remove_file(&path);
     }
+    align_clocks(&mut parts);
     let report = merge(&parts, nodes, missing.clone());
     let md = markdown(&report);
     super::write_atomic(file, md.as_bytes())
@@ -692,5 +717,54 @@ mod tests {
             part(20, 1, 0, vec![(8, 16)]),
         ]);
         assert_eq!(classify(&v), Class::ReadMostly);
+    }
+
+    /// A node's part with one lock granted at `grant_monos` (CLOCK_MONOTONIC ns) and clocks
+    /// read `realtime_late` ns apart at its start.
+    fn lock_part(rank: NodeId, grant_monos: &[u64], realtime_late: u64) -> NodePart {
+        let (mono0, real0) = (1_000_000, 9_000_000_000 + realtime_late);
+        NodePart {
+            rank,
+            nodes: 2,
+            page_size: 4096,
+            protocol: "sc-sw".into(),
+            fault_backend: "uffd".into(),
+            real0_ns: real0,
+            mono0_ns: mono0,
+            boot_id: Some("one-boot".into()),
+            totals: Totals::default(),
+            pages: Vec::new(),
+            locks: vec![super::super::record::LockPart {
+                id: 7,
+                acquisitions: grant_monos.len() as u64,
+                wait_ns: 0,
+                hist: Histogram::default(),
+                grants: grant_monos.iter().map(|m| real0 + (m - mono0)).collect(),
+            }],
+            barriers: Vec::new(),
+            sites: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_lock_taken_in_turns_counts_its_transfers_whatever_the_start_clocks_read() {
+        // The two nodes take the lock in turns, 1 µs apart; node 1 read its start clocks 22 µs
+        // apart, which put all its grants after node 0's on the realtime clock.
+        let mut parts = vec![
+            lock_part(0, &[2_000_000, 2_002_000, 2_004_000], 0),
+            lock_part(1, &[2_001_000, 2_003_000, 2_005_000], 22_000),
+        ];
+        assert_eq!(merge(&parts, 2, Vec::new()).locks[0].transfers, 1);
+        align_clocks(&mut parts);
+        assert_eq!(merge(&parts, 2, Vec::new()).locks[0].transfers, 5);
+        // Parts of two boots keep their clocks.
+        let mut apart = vec![
+            lock_part(0, &[2_000_000], 0),
+            lock_part(1, &[2_001_000], 22_000),
+        ];
+        apart[1].boot_id = Some("another-boot".into());
+        let before = apart[1].locks[0].grants.clone();
+        align_clocks(&mut apart);
+        assert_eq!(apart[1].locks[0].grants, before);
     }
 }

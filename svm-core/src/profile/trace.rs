@@ -188,6 +188,12 @@ pub fn barrier_name(id: u64) -> String {
 struct Header {
     rank: NodeId,
     real0_ns: u64,
+    /// CLOCK_MONOTONIC at the same instant as `real0_ns`, and the node's boot id: the parts
+    /// of one boot are placed by their shared monotonic clock (`profile::realtime_corrections`).
+    #[serde(default)]
+    mono0_ns: u64,
+    #[serde(default)]
+    boot_id: Option<String>,
     dropped: u64,
 }
 
@@ -203,6 +209,8 @@ pub fn write_part(
     let head = Header {
         rank: me,
         real0_ns: part.real0_ns,
+        mono0_ns: part.mono0_ns,
+        boot_id: part.boot_id.clone(),
         dropped: buf.dropped,
     };
     let enc = |e: serde_json::Error| format!("encoding the trace: {e}");
@@ -320,6 +328,14 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
             }
         }
         parts.push((path, head, sends));
+    }
+    let clocks: Vec<(u64, u64, Option<&str>)> = parts
+        .iter()
+        .map(|p| (p.1.mono0_ns, p.1.real0_ns, p.1.boot_id.as_deref()))
+        .collect();
+    let corrections = super::realtime_corrections(&clocks);
+    for (p, by) in parts.iter_mut().zip(corrections) {
+        p.1.real0_ns = super::shifted(p.1.real0_ns, by);
     }
     let origin = parts.iter().map(|p| p.1.real0_ns).min().unwrap_or(0);
     let shift_of = |head: &Header| (head.real0_ns - origin) as f64 / 1e3;
