@@ -74,25 +74,34 @@ pub fn clock_pair() -> (u64, u64) {
     (best.1, best.2)
 }
 
-/// This boot's id (`/proc/sys/kernel/random/boot_id`): nodes that report the same one run on
-/// one kernel and share its CLOCK_MONOTONIC. None where it cannot be read.
-pub fn boot_id() -> Option<String> {
+/// Which CLOCK_MONOTONIC this process reads: the kernel's boot id
+/// (`/proc/sys/kernel/random/boot_id`) and its time namespace (`/proc/self/ns/time`, which
+/// may offset the monotonic clock; absent before Linux 5.6, where there are none). Nodes that
+/// report the same domain read one monotonic clock — network namespaces, as in the
+/// multi-host tests, share it. None where the boot id cannot be read.
+pub fn clock_domain() -> Option<String> {
     let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     let id = id.trim();
-    (!id.is_empty()).then(|| id.to_string())
+    if id.is_empty() {
+        return None;
+    }
+    let time_ns = std::fs::read_link("/proc/self/ns/time")
+        .map(|l| l.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Some(format!("{id} {time_ns}"))
 }
 
 /// What to add (ns) to each node's CLOCK_REALTIME-based times so that all are on one clock,
-/// given each node's clock pair at its start (`clock_pair`: monotonic, realtime) and boot id.
-/// Nodes of one boot share CLOCK_MONOTONIC, which no clock step or slew of CLOCK_REALTIME
-/// moves between their starts: their times are placed by it, exactly, on the first node's
-/// realtime. Nodes of several hosts keep their own realtime (as good as their NTP): no
-/// correction.
+/// given each node's clock pair at its start (`clock_pair`: monotonic, realtime) and clock
+/// domain (`clock_domain`). Nodes of one domain share CLOCK_MONOTONIC, which no clock step or
+/// slew of CLOCK_REALTIME moves between their starts: their times are placed by it, exactly,
+/// on the first node's realtime. Nodes of several hosts keep their own realtime (as good as
+/// their NTP): no correction.
 pub fn realtime_corrections(clocks: &[(u64, u64, Option<&str>)]) -> Vec<i64> {
-    let one_boot = clocks
+    let one_clock = clocks
         .first()
         .is_some_and(|first| first.2.is_some() && clocks.iter().all(|c| c.2 == first.2));
-    if !one_boot {
+    if !one_clock {
         return vec![0; clocks.len()];
     }
     let offset = |&(mono, real, _): &(u64, u64, Option<&str>)| real as i128 - mono as i128;
@@ -303,13 +312,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nodes_of_one_boot_are_placed_by_their_monotonic_clock() {
+    fn nodes_of_one_clock_domain_are_placed_by_their_monotonic_clock() {
         // Node 1's realtime read came 22 µs after its monotonic one (its thread preempted in
         // between), so its pair's offset is 22 µs off node 0's.
-        let boot = Some("one-boot");
+        let domain = Some("one-boot");
         let clocks = [
-            (1_000_000, 5_000_000_000, boot),
-            (1_500_000, 5_000_522_000, boot),
+            (1_000_000, 5_000_000_000, domain),
+            (1_500_000, 5_000_522_000, domain),
         ];
         let by = realtime_corrections(&clocks);
         assert_eq!(by, vec![0, -22_000]);
@@ -319,7 +328,7 @@ mod tests {
     }
 
     #[test]
-    fn nodes_of_several_boots_keep_their_realtime() {
+    fn nodes_of_several_clock_domains_keep_their_realtime() {
         let two = [(1, 10, Some("a")), (2, 30, Some("b"))];
         assert_eq!(realtime_corrections(&two), vec![0, 0]);
         let unknown = [(1, 10, Some("a")), (2, 30, None)];
@@ -344,9 +353,11 @@ mod tests {
             (dr - dm).abs() < 2_000_000,
             "realtime {dr} ns, monotonic {dm} ns"
         );
-        assert!(
-            boot_id().is_some(),
-            "/proc/sys/kernel/random/boot_id is readable on Linux"
+        let domain = clock_domain().expect("/proc/sys/kernel/random/boot_id is readable");
+        assert_eq!(
+            clock_domain(),
+            Some(domain),
+            "one process, one clock domain"
         );
     }
 }

@@ -405,7 +405,7 @@ impl Recorder {
             fault_backend: stats.fault_backend.clone(),
             real0_ns: self.real0,
             mono0_ns: self.mono0,
-            boot_id: super::boot_id(),
+            clock_domain: super::clock_domain(),
             totals,
             pages,
             locks,
@@ -512,10 +512,10 @@ pub struct NodePart {
     pub fault_backend: String,
     pub real0_ns: u64,
     pub mono0_ns: u64,
-    /// The node's boot id (`profile::boot_id`): the merge places the parts of one boot by
-    /// their shared CLOCK_MONOTONIC (`profile::realtime_corrections`).
+    /// The node's clock domain (`profile::clock_domain`): the merge places the parts of one
+    /// domain by their shared CLOCK_MONOTONIC (`profile::realtime_corrections`).
     #[serde(default)]
-    pub boot_id: Option<String>,
+    pub clock_domain: Option<String>,
     pub totals: Totals,
     pub pages: Vec<PagePart>,
     pub locks: Vec<LockPart>,

@@ -607,7 +607,7 @@ pub fn json_path(file: &Path) -> PathBuf {
 pub fn align_clocks(parts: &mut [NodePart]) {
     let clocks: Vec<(u64, u64, Option<&str>)> = parts
         .iter()
-        .map(|p| (p.mono0_ns, p.real0_ns, p.boot_id.as_deref()))
+        .map(|p| (p.mono0_ns, p.real0_ns, p.clock_domain.as_deref()))
         .collect();
     let corrections = super::realtime_corrections(&clocks);
     for (p, by) in parts.iter_mut().zip(corrections) {
@@ -731,7 +731,7 @@ mod tests {
             fault_backend: "uffd".into(),
             real0_ns: real0,
             mono0_ns: mono0,
-            boot_id: Some("one-boot".into()),
+            clock_domain: Some("one-boot".into()),
             totals: Totals::default(),
             pages: Vec::new(),
             locks: vec![super::super::record::LockPart {
@@ -757,12 +757,12 @@ mod tests {
         assert_eq!(merge(&parts, 2, Vec::new()).locks[0].transfers, 1);
         align_clocks(&mut parts);
         assert_eq!(merge(&parts, 2, Vec::new()).locks[0].transfers, 5);
-        // Parts of two boots keep their clocks.
+        // Parts of two clock domains (hosts) keep their clocks.
         let mut apart = vec![
             lock_part(0, &[2_000_000], 0),
             lock_part(1, &[2_001_000], 22_000),
         ];
-        apart[1].boot_id = Some("another-boot".into());
+        apart[1].clock_domain = Some("another-boot".into());
         let before = apart[1].locks[0].grants.clone();
         align_clocks(&mut apart);
         assert_eq!(apart[1].locks[0].grants, before);

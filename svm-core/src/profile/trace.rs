@@ -188,12 +188,13 @@ pub fn barrier_name(id: u64) -> String {
 struct Header {
     rank: NodeId,
     real0_ns: u64,
-    /// CLOCK_MONOTONIC at the same instant as `real0_ns`, and the node's boot id: the parts
-    /// of one boot are placed by their shared monotonic clock (`profile::realtime_corrections`).
+    /// CLOCK_MONOTONIC at the same instant as `real0_ns`, and the node's clock domain: the
+    /// parts of one domain are placed by their shared monotonic clock
+    /// (`profile::realtime_corrections`).
     #[serde(default)]
     mono0_ns: u64,
     #[serde(default)]
-    boot_id: Option<String>,
+    clock_domain: Option<String>,
     dropped: u64,
 }
 
@@ -210,7 +211,7 @@ pub fn write_part(
         rank: me,
         real0_ns: part.real0_ns,
         mono0_ns: part.mono0_ns,
-        boot_id: part.boot_id.clone(),
+        clock_domain: part.clock_domain.clone(),
         dropped: buf.dropped,
     };
     let enc = |e: serde_json::Error| format!("encoding the trace: {e}");
@@ -331,7 +332,7 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
     }
     let clocks: Vec<(u64, u64, Option<&str>)> = parts
         .iter()
-        .map(|p| (p.1.mono0_ns, p.1.real0_ns, p.1.boot_id.as_deref()))
+        .map(|p| (p.1.mono0_ns, p.1.real0_ns, p.1.clock_domain.as_deref()))
         .collect();
     let corrections = super::realtime_corrections(&clocks);
     for (p, by) in parts.iter_mut().zip(corrections) {
