@@ -8,12 +8,14 @@
 //! into pages it still holds) and writes a part file beside FILE; rank 0 waits for every part
 //! and merges them into the one report ([`report`]) and the one trace ([`trace`]).
 //!
+//! - `clock.rs`: each node's clocks at its start and how the merge puts them on one clock;
 //! - `record.rs`: what one node records (pages, locks, barriers, waits) and its part format;
 //! - `sites.rs`: allocation sites (`#[track_caller]` locations, return addresses of C
 //!   callers, the executable's symbol table for static data), symbolised at finish;
 //! - `report.rs`: the merge, the page classification and the Markdown/JSON report;
 //! - `trace.rs`: Chrome trace events, per-node parts and their merge.
 
+pub mod clock;
 mod fault_steps;
 pub mod record;
 pub mod report;
@@ -45,73 +47,6 @@ pub fn on() -> bool {
 fn with<R>(f: impl FnOnce(&mut Recorder) -> R) -> Option<R> {
     let mut g = REC.lock().unwrap_or_else(|p| p.into_inner());
     g.as_mut().map(f)
-}
-
-/// Nanoseconds of CLOCK_REALTIME.
-pub fn realtime_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
-/// CLOCK_MONOTONIC and CLOCK_REALTIME (ns) at one instant, as closely as two clocks can be
-/// read together: of a few tries, the monotonic read whose two realtime reads around it lie
-/// closest, with their midpoint. A thread preempted between two plain reads would carry the
-/// preemption into every time the merge places by this pair (a 22 µs skew between the two
-/// nodes of a SPLASH-2 cholesky trace: messages received 19 µs before they were sent).
-pub fn clock_pair() -> (u64, u64) {
-    let mut best = (u64::MAX, 0, 0);
-    for _ in 0..8 {
-        let r1 = realtime_ns();
-        let m = now_ns();
-        let r2 = realtime_ns();
-        let gap = r2.saturating_sub(r1);
-        if gap < best.0 {
-            best = (gap, m, r1 + gap / 2);
-        }
-    }
-    (best.1, best.2)
-}
-
-/// Which CLOCK_MONOTONIC this process reads: the kernel's boot id
-/// (`/proc/sys/kernel/random/boot_id`) and its time namespace (`/proc/self/ns/time`, which
-/// may offset the monotonic clock; absent before Linux 5.6, where there are none). Nodes that
-/// report the same domain read one monotonic clock — network namespaces, as in the
-/// multi-host tests, share it. None where the boot id cannot be read.
-pub fn clock_domain() -> Option<String> {
-    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let id = id.trim();
-    if id.is_empty() {
-        return None;
-    }
-    let time_ns = std::fs::read_link("/proc/self/ns/time")
-        .map(|l| l.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Some(format!("{id} {time_ns}"))
-}
-
-/// What to add (ns) to each node's CLOCK_REALTIME-based times so that all are on one clock,
-/// given each node's clock pair at its start (`clock_pair`: monotonic, realtime) and clock
-/// domain (`clock_domain`). Nodes of one domain share CLOCK_MONOTONIC, which no clock step or
-/// slew of CLOCK_REALTIME moves between their starts: their times are placed by it, exactly,
-/// on the first node's realtime. Nodes of several hosts keep their own realtime (as good as
-/// their NTP): no correction.
-pub fn realtime_corrections(clocks: &[(u64, u64, Option<&str>)]) -> Vec<i64> {
-    let one_clock = clocks
-        .first()
-        .is_some_and(|first| first.2.is_some() && clocks.iter().all(|c| c.2 == first.2));
-    if !one_clock {
-        return vec![0; clocks.len()];
-    }
-    let offset = |&(mono, real, _): &(u64, u64, Option<&str>)| real as i128 - mono as i128;
-    let base = offset(&clocks[0]);
-    clocks.iter().map(|c| (base - offset(c)) as i64).collect()
-}
-
-/// `t` moved by `by` ns (saturating at 0).
-pub(crate) fn shifted(t: u64, by: i64) -> u64 {
-    (t as i128 + by as i128).max(0) as u64
 }
 
 /// What a node profiles: from `Config::profile` / `Config::trace`.
@@ -304,60 +239,5 @@ pub(crate) fn wait_parts(file: &Path, nodes: NodeId, wait: Duration) -> Vec<Node
             return missing;
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nodes_of_one_clock_domain_are_placed_by_their_monotonic_clock() {
-        // Node 1's realtime read came 22 µs after its monotonic one (its thread preempted in
-        // between), so its pair's offset is 22 µs off node 0's.
-        let domain = Some("one-boot");
-        let clocks = [
-            (1_000_000, 5_000_000_000, domain),
-            (1_500_000, 5_000_522_000, domain),
-        ];
-        let by = realtime_corrections(&clocks);
-        assert_eq!(by, vec![0, -22_000]);
-        // A frame sent by node 0 at monotonic 2,000,000 ns and read by node 1 3 µs later.
-        let placed = |i: usize, mono: u64| shifted(clocks[i].1 + (mono - clocks[i].0), by[i]);
-        assert_eq!(placed(1, 2_003_000) - placed(0, 2_000_000), 3_000);
-    }
-
-    #[test]
-    fn nodes_of_several_clock_domains_keep_their_realtime() {
-        let two = [(1, 10, Some("a")), (2, 30, Some("b"))];
-        assert_eq!(realtime_corrections(&two), vec![0, 0]);
-        let unknown = [(1, 10, Some("a")), (2, 30, None)];
-        assert_eq!(realtime_corrections(&unknown), vec![0, 0]);
-        assert_eq!(
-            realtime_corrections(&[(1, 10, None), (2, 30, None)]),
-            vec![0, 0]
-        );
-        assert!(realtime_corrections(&[]).is_empty());
-    }
-
-    #[test]
-    fn a_clock_pair_is_one_instant_of_both_clocks() {
-        let (m1, r1) = clock_pair();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let (m2, r2) = clock_pair();
-        // Both clocks advanced by the same time between the two pairs (NTP slews both alike);
-        // a pair of reads taken apart, or the two clocks swapped, would show here.
-        let (dm, dr) = (m2 as i128 - m1 as i128, r2 as i128 - r1 as i128);
-        assert!(dm >= 20_000_000, "monotonic advanced {dm} ns");
-        assert!(
-            (dr - dm).abs() < 2_000_000,
-            "realtime {dr} ns, monotonic {dm} ns"
-        );
-        let domain = clock_domain().expect("/proc/sys/kernel/random/boot_id is readable");
-        assert_eq!(
-            clock_domain(),
-            Some(domain),
-            "one process, one clock domain"
-        );
     }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use super::clock::ClockStart;
 use super::sites::{self, Captured};
 use super::trace::{Ev, TraceBuf};
 use crate::stats::Histogram;
@@ -52,8 +53,8 @@ pub struct Recorder {
     page_size: usize,
     pub(super) profile_path: Option<PathBuf>,
     pub(super) trace_path: Option<PathBuf>,
-    mono0: u64,
-    real0: u64,
+    /// The clocks at the recorder's start (the node's start).
+    clock: ClockStart,
     pages: FxHashMap<PageId, PageRec>,
     /// Contents of each page this node holds writable, as they were when it got write access
     /// (patched by diffs from others): comparing them tells which bytes this node changed.
@@ -80,16 +81,15 @@ impl Recorder {
         profile_path: Option<PathBuf>,
         trace_path: Option<PathBuf>,
     ) -> Recorder {
-        let (mono0, real0) = super::clock_pair();
+        let clock = ClockStart::now();
         Recorder {
             me,
             nodes,
             page_size,
-            trace: trace_path.as_ref().map(|_| TraceBuf::new(mono0)),
+            trace: trace_path.as_ref().map(|_| TraceBuf::new(clock.mono0_ns)),
             profile_path,
             trace_path,
-            mono0,
-            real0,
+            clock,
             pages: FxHashMap::default(),
             snaps: FxHashMap::default(),
             locks: FxHashMap::default(),
@@ -102,10 +102,6 @@ impl Recorder {
             locks_held: 0,
             spare: Vec::new(),
         }
-    }
-
-    fn real(&self, mono: u64) -> u64 {
-        self.real0 + mono.saturating_sub(self.mono0)
     }
 
     pub(super) fn fault(&mut self, page: PageId, write: bool, before: Access) {
@@ -277,7 +273,7 @@ impl Recorder {
 
     pub(super) fn lock_acquired(&mut self, id: u64, t0: u64, now: u64) {
         let dt = now.saturating_sub(t0);
-        let real = self.real(now);
+        let real = self.clock.real(now);
         let l = self.locks.entry(id).or_default();
         l.acquisitions += 1;
         self.locks_held += 1;
@@ -298,7 +294,7 @@ impl Recorder {
 
     pub(super) fn barrier_passed(&mut self, id: u64, t0: u64, now: u64) {
         let dt = now.saturating_sub(t0);
-        let (a, d) = (self.real(t0), self.real(now));
+        let (a, d) = (self.clock.real(t0), self.clock.real(now));
         let b = self.barriers.entry(id).or_default();
         if b.len() < MAX_EPISODES {
             b.push((a, d));
@@ -328,7 +324,7 @@ impl Recorder {
         stats: &crate::stats::Stats,
         space: &crate::space::Space,
     ) -> (NodePart, Option<TraceBuf>) {
-        let wall_ns = crate::sys::segv::now_ns().saturating_sub(self.mono0);
+        let wall_ns = crate::sys::segv::now_ns().saturating_sub(self.clock.mono0_ns);
         let statics: Vec<(PageId, usize)> = self
             .pages
             .keys()
@@ -403,9 +399,7 @@ impl Recorder {
             page_size: self.page_size,
             protocol: stats.protocol.clone(),
             fault_backend: stats.fault_backend.clone(),
-            real0_ns: self.real0,
-            mono0_ns: self.mono0,
-            clock_domain: super::clock_domain(),
+            clock: self.clock.clone(),
             totals,
             pages,
             locks,
@@ -510,12 +504,10 @@ pub struct NodePart {
     pub page_size: usize,
     pub protocol: String,
     pub fault_backend: String,
-    pub real0_ns: u64,
-    pub mono0_ns: u64,
-    /// The node's clock domain (`profile::clock_domain`): the merge places the parts of one
-    /// domain by their shared CLOCK_MONOTONIC (`profile::realtime_corrections`).
-    #[serde(default)]
-    pub clock_domain: Option<String>,
+    /// The node's clocks at its start: the merge puts its times on the job's one clock by
+    /// them (`clock::realtime_corrections`).
+    #[serde(flatten)]
+    pub clock: ClockStart,
     pub totals: Totals,
     pub pages: Vec<PagePart>,
     pub locks: Vec<LockPart>,

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::clock::{realtime_corrections, shifted, ClockStart};
 use super::record::{NodePart, PagePart, Totals};
-use super::shifted;
 use super::sites::Site;
 use super::trace::barrier_name;
 use crate::stats::Histogram;
@@ -602,19 +602,16 @@ pub fn json_path(file: &Path) -> PathBuf {
 }
 
 /// Puts the parts' CLOCK_REALTIME-based times (lock grants, barrier episodes) on one clock
-/// (`profile::realtime_corrections`): the order of two nodes' grants of a lock, which counts
+/// (`profile::clock::realtime_corrections`): the order of two nodes' grants of a lock, which counts
 /// its transfers, and a barrier's arrival imbalance compare times of different nodes.
 pub fn align_clocks(parts: &mut [NodePart]) {
-    let clocks: Vec<(u64, u64, Option<&str>)> = parts
-        .iter()
-        .map(|p| (p.mono0_ns, p.real0_ns, p.clock_domain.as_deref()))
-        .collect();
-    let corrections = super::realtime_corrections(&clocks);
+    let starts: Vec<&ClockStart> = parts.iter().map(|p| &p.clock).collect();
+    let corrections = realtime_corrections(&starts);
     for (p, by) in parts.iter_mut().zip(corrections) {
         if by == 0 {
             continue;
         }
-        p.real0_ns = shifted(p.real0_ns, by);
+        p.clock.real0_ns = shifted(p.clock.real0_ns, by);
         for t in p.locks.iter_mut().flat_map(|l| l.grants.iter_mut()) {
             *t = shifted(*t, by);
         }
@@ -722,16 +719,17 @@ mod tests {
     /// A node's part with one lock granted at `grant_monos` (CLOCK_MONOTONIC ns) and clocks
     /// read `realtime_late` ns apart at its start.
     fn lock_part(rank: NodeId, grant_monos: &[u64], realtime_late: u64) -> NodePart {
-        let (mono0, real0) = (1_000_000, 9_000_000_000 + realtime_late);
+        let clock = ClockStart {
+            real0_ns: 9_000_000_000 + realtime_late,
+            mono0_ns: 1_000_000,
+            clock_domain: Some("one-boot".into()),
+        };
         NodePart {
             rank,
             nodes: 2,
             page_size: 4096,
             protocol: "sc-sw".into(),
             fault_backend: "uffd".into(),
-            real0_ns: real0,
-            mono0_ns: mono0,
-            clock_domain: Some("one-boot".into()),
             totals: Totals::default(),
             pages: Vec::new(),
             locks: vec![super::super::record::LockPart {
@@ -739,10 +737,11 @@ mod tests {
                 acquisitions: grant_monos.len() as u64,
                 wait_ns: 0,
                 hist: Histogram::default(),
-                grants: grant_monos.iter().map(|m| real0 + (m - mono0)).collect(),
+                grants: grant_monos.iter().map(|&m| clock.real(m)).collect(),
             }],
             barriers: Vec::new(),
             sites: Vec::new(),
+            clock,
         }
     }
 
@@ -762,7 +761,7 @@ mod tests {
             lock_part(0, &[2_000_000], 0),
             lock_part(1, &[2_001_000], 22_000),
         ];
-        apart[1].clock_domain = Some("another-boot".into());
+        apart[1].clock.clock_domain = Some("another-boot".into());
         let before = apart[1].locks[0].grants.clone();
         align_clocks(&mut apart);
         assert_eq!(apart[1].locks[0].grants, before);

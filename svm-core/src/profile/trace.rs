@@ -20,6 +20,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::clock::{realtime_corrections, shifted, ClockStart};
+
 use super::record::NodePart;
 use crate::{NodeId, PageId};
 
@@ -187,14 +189,9 @@ pub fn barrier_name(id: u64) -> String {
 #[derive(Serialize, Deserialize)]
 struct Header {
     rank: NodeId,
-    real0_ns: u64,
-    /// CLOCK_MONOTONIC at the same instant as `real0_ns`, and the node's clock domain: the
-    /// parts of one domain are placed by their shared monotonic clock
-    /// (`profile::realtime_corrections`).
-    #[serde(default)]
-    mono0_ns: u64,
-    #[serde(default)]
-    clock_domain: Option<String>,
+    /// The node's clocks at its start (`clock::realtime_corrections` places its events).
+    #[serde(flatten)]
+    clock: ClockStart,
     dropped: u64,
 }
 
@@ -209,9 +206,7 @@ pub fn write_part(
     let mut out: Vec<u8> = Vec::with_capacity(buf.events.len() * 160 + 4096);
     let head = Header {
         rank: me,
-        real0_ns: part.real0_ns,
-        mono0_ns: part.mono0_ns,
-        clock_domain: part.clock_domain.clone(),
+        clock: part.clock.clone(),
         dropped: buf.dropped,
     };
     let enc = |e: serde_json::Error| format!("encoding the trace: {e}");
@@ -330,16 +325,13 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
         }
         parts.push((path, head, sends));
     }
-    let clocks: Vec<(u64, u64, Option<&str>)> = parts
-        .iter()
-        .map(|p| (p.1.mono0_ns, p.1.real0_ns, p.1.clock_domain.as_deref()))
-        .collect();
-    let corrections = super::realtime_corrections(&clocks);
+    let starts: Vec<&ClockStart> = parts.iter().map(|p| &p.1.clock).collect();
+    let corrections = realtime_corrections(&starts);
     for (p, by) in parts.iter_mut().zip(corrections) {
-        p.1.real0_ns = super::shifted(p.1.real0_ns, by);
+        p.1.clock.real0_ns = shifted(p.1.clock.real0_ns, by);
     }
-    let origin = parts.iter().map(|p| p.1.real0_ns).min().unwrap_or(0);
-    let shift_of = |head: &Header| (head.real0_ns - origin) as f64 / 1e3;
+    let origin = parts.iter().map(|p| p.1.clock.real0_ns).min().unwrap_or(0);
+    let shift_of = |head: &Header| (head.clock.real0_ns - origin) as f64 / 1e3;
     // ... on the merged clock.
     let mut sent: std::collections::HashMap<(u64, u64, u64), f64> =
         std::collections::HashMap::new();
