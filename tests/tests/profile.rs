@@ -166,7 +166,7 @@ fn check_trace(path: &Path, nodes: u64) {
             .as_f64()
             .unwrap_or_else(|| panic!("a receive without delay_us: {e}"));
         // One host: the merge places every node by the one CLOCK_MONOTONIC they share, so a
-        // message arrives after it was sent (`profile::clock::realtime_corrections`).
+        // message arrives after it was sent (`profile::clock::align_starts`).
         assert!(d >= 0.0, "a message received before it was sent: {e}");
     }
     let summary = v["otherData"]["message_delay_us"]

@@ -81,7 +81,7 @@ fn clock_domain() -> Option<String> {
 /// CLOCK_MONOTONIC, which no step or slew of CLOCK_REALTIME moves between their starts: their
 /// times are placed by it, exactly, on the first node's realtime. Nodes of several hosts keep
 /// their own realtime (as good as their NTP): no correction.
-pub fn realtime_corrections(starts: &[&ClockStart]) -> Vec<i64> {
+fn realtime_corrections(starts: &[&ClockStart]) -> Vec<i64> {
     let one_clock = starts.first().is_some_and(|first| {
         first.clock_domain.is_some() && starts.iter().all(|c| c.clock_domain == first.clock_domain)
     });
@@ -90,6 +90,17 @@ pub fn realtime_corrections(starts: &[&ClockStart]) -> Vec<i64> {
     }
     let base = starts[0].offset();
     starts.iter().map(|c| (base - c.offset()) as i64).collect()
+}
+
+/// Puts the nodes' starts on one clock: moves each `real0_ns` by its
+/// [`realtime_corrections`] and returns them, for the times each node derived from its start
+/// ([`ClockStart::real`]), which move by the same.
+pub fn align_starts(starts: &mut [&mut ClockStart]) -> Vec<i64> {
+    let corrections = realtime_corrections(&starts.iter().map(|c| &**c).collect::<Vec<_>>());
+    for (c, &by) in starts.iter_mut().zip(&corrections) {
+        c.real0_ns = shifted(c.real0_ns, by);
+    }
+    corrections
 }
 
 /// `t` moved by `by` ns (saturating at 0).

@@ -505,7 +505,7 @@ pub struct NodePart {
     pub protocol: String,
     pub fault_backend: String,
     /// The node's clocks at its start: the merge puts its times on the job's one clock by
-    /// them (`clock::realtime_corrections`).
+    /// them (`clock::align_starts`).
     #[serde(flatten)]
     pub clock: ClockStart,
     pub totals: Totals,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::clock::{realtime_corrections, shifted, ClockStart};
+use super::clock::{align_starts, shifted};
 use super::record::{NodePart, PagePart, Totals};
 use super::sites::Site;
 use super::trace::barrier_name;
@@ -602,16 +602,14 @@ pub fn json_path(file: &Path) -> PathBuf {
 }
 
 /// Puts the parts' CLOCK_REALTIME-based times (lock grants, barrier episodes) on one clock
-/// (`profile::clock::realtime_corrections`): the order of two nodes' grants of a lock, which counts
+/// (`profile::clock::align_starts`): the order of two nodes' grants of a lock, which counts
 /// its transfers, and a barrier's arrival imbalance compare times of different nodes.
 pub fn align_clocks(parts: &mut [NodePart]) {
-    let starts: Vec<&ClockStart> = parts.iter().map(|p| &p.clock).collect();
-    let corrections = realtime_corrections(&starts);
+    let corrections = align_starts(&mut parts.iter_mut().map(|p| &mut p.clock).collect::<Vec<_>>());
     for (p, by) in parts.iter_mut().zip(corrections) {
         if by == 0 {
             continue;
         }
-        p.clock.real0_ns = shifted(p.clock.real0_ns, by);
         for t in p.locks.iter_mut().flat_map(|l| l.grants.iter_mut()) {
             *t = shifted(*t, by);
         }
@@ -648,6 +646,7 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<Vec<Nod
 
 #[cfg(test)]
 mod tests {
+    use super::super::clock::ClockStart;
     use super::*;
 
     fn part(rf: u64, wf: u64, up: u64, written: Vec<(u32, u32)>) -> PagePart {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::clock::{realtime_corrections, shifted, ClockStart};
+use super::clock::{align_starts, ClockStart};
 
 use super::record::NodePart;
 use crate::{NodeId, PageId};
@@ -189,7 +189,7 @@ pub fn barrier_name(id: u64) -> String {
 #[derive(Serialize, Deserialize)]
 struct Header {
     rank: NodeId,
-    /// The node's clocks at its start (`clock::realtime_corrections` places its events).
+    /// The node's clocks at its start (`clock::align_starts` places its events).
     #[serde(flatten)]
     clock: ClockStart,
     dropped: u64,
@@ -325,11 +325,7 @@ pub fn merge_files(file: &Path, nodes: NodeId, wait: Duration) -> Result<(), Str
         }
         parts.push((path, head, sends));
     }
-    let starts: Vec<&ClockStart> = parts.iter().map(|p| &p.1.clock).collect();
-    let corrections = realtime_corrections(&starts);
-    for (p, by) in parts.iter_mut().zip(corrections) {
-        p.1.clock.real0_ns = shifted(p.1.clock.real0_ns, by);
-    }
+    align_starts(&mut parts.iter_mut().map(|p| &mut p.1.clock).collect::<Vec<_>>());
     let origin = parts.iter().map(|p| p.1.clock.real0_ns).min().unwrap_or(0);
     let shift_of = |head: &Header| (head.clock.real0_ns - origin) as f64 / 1e3;
     // ... on the merged clock.
