@@ -1,5 +1,5 @@
 //! Each node's clocks at its start ([`ClockStart`]), and how the merge puts the nodes' times
-//! on one clock ([`realtime_corrections`]).
+//! on one clock ([`align_starts`]).
 
 use serde::{Deserialize, Serialize};
 
