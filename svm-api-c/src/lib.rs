@@ -7,13 +7,11 @@
 //! checked on every call, so calls after `svm_finish` are errors.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::ffi::{c_char, c_int, CString};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
 
-use svm_core::api::{self, Home, Svm, SvmError};
-use svm_core::region;
+use svm_core::api::{self, Svm, SvmError};
 use svm_core::space::SpaceError;
 use svm_core::sys::cabi;
 

@@ -1,6 +1,8 @@
 //! Messages between nodes.
 
 use super::*;
+use std::ffi::c_void;
+use std::time::Duration;
 
 /// # Safety
 /// Each pointer argument is NULL or valid, for the duration of the call, for the access this

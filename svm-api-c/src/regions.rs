@@ -2,6 +2,9 @@
 //! allocations inside them, node-local allocations and homes.
 
 use super::*;
+use std::ffi::c_void;
+use svm_core::api::Home;
+use svm_core::region;
 
 /// `svm_home_t` of svm.h.
 #[repr(C)]

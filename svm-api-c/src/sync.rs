@@ -1,6 +1,7 @@
 //! Locks, barriers and semaphores.
 
 use super::*;
+use std::ffi::c_uint;
 
 #[no_mangle]
 pub extern "C" fn svm_lock(id: u64) -> c_int {
