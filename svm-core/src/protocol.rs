@@ -405,13 +405,15 @@ pub trait Protocol: Send {
         false
     }
 
-    /// Whether this node's protocol state is *quiescent*: a release now would complete at once
-    /// with no notices and no action but `ReleaseDone`, and an acquire with no notices would
+    /// Whether this node's protocol state is *quiescent*: a release now would complete with no
+    /// notices and nothing any guarantee depends on, and an acquire with no notices would
     /// emit nothing but `AcquireDone` (it may count an open critical section that the matching
     /// release uncounts). Then the engine may skip both hooks for a lock taken and released on
     /// this node while nothing else happens (the application-thread fast path); if the state
     /// stops being quiescent while such a lock is held, the engine runs `on_acquire` (no
-    /// notices) late and the release normally. Default: false (the hooks always run).
+    /// notices) late and the release normally. What a skipped release would only have done
+    /// early (sc-sw ending its holds) waits for [`Protocol::on_token_leaves`] or the next
+    /// barrier. Default: false (the hooks always run).
     fn quiescent(&self) -> bool {
         false
     }
@@ -465,6 +467,13 @@ pub trait Protocol: Send {
     /// A reason to keep pages ended (a lock's token left this node, [`Context::kept_for_lock`]):
     /// requests waiting for it go on now. Default: nothing waits for it.
     fn recheck_kept(&mut self, _ctx: &dyn Context, _out: &mut Vec<Action>) {}
+
+    /// A lock's token is about to leave this node for another: the one moment at which data
+    /// this node published by releasing a lock can be wanted elsewhere. The engine runs the
+    /// actions before the grant leaves, on the same links. A protocol that keeps pages back
+    /// until a release (sc-sw's holds) may keep them across the releases its threads make
+    /// through the fast path, and let them go here instead. Default: nothing to do.
+    fn on_token_leaves(&mut self, _ctx: &dyn Context, _out: &mut Vec<Action>) {}
 }
 
 /// Tuning the engine passes to every protocol instance at start.

@@ -680,14 +680,30 @@ impl Protocol for ScSingleWriter {
         out.push(Action::AcquireDone { token });
     }
 
-    /// Releases and acquires do nothing here while no page is held: a release ends the holds
-    /// (see [`Holds`]), so it must run then. Barrier arrivals push and drop copies, but pages
-    /// waiting to be pushed do not make the state busy: a barrier through shared memory runs
-    /// the hooks anyway (`barrier_hooks_without_messages`), and keeping the lock fast path
-    /// open matters more (raytrace's task queues: 8–16× → 15–33× the pthread time while pages
-    /// waiting to be pushed closed it).
+    /// Always: acquires do nothing here, and a release only ends the holds (see [`Holds`]),
+    /// which no guarantee depends on. A lock released through the fast path keeps them until
+    /// a token leaves this node ([`Protocol::on_token_leaves`]), a slow-path release, or a
+    /// barrier: data a release published is only wanted elsewhere once the lock moved.
+    /// Closing the fast path while pages were held sent every release of fmm's box locks
+    /// through the engine and ended the holds of its particle pages at each (docs/protocols.md,
+    /// "Minimum hold"). Barrier arrivals push and drop copies, but pages waiting to be pushed
+    /// do not make the state busy either: a barrier through shared memory runs the hooks anyway
+    /// (`barrier_hooks_without_messages`), and keeping the lock fast path open matters more
+    /// (raytrace's task queues: 8–16× → 15–33× the pthread time while pages waiting to be
+    /// pushed closed it).
     fn quiescent(&self) -> bool {
+        true
+    }
+
+    /// Not while a page is held: a barrier arrival ends every hold, so a barrier through
+    /// shared memory must run the hooks then.
+    fn barrier_quiescent(&self) -> bool {
         self.holds.until.is_empty()
+    }
+
+    /// The holds end before the token leaves, as at a release (see [`Holds`]).
+    fn on_token_leaves(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
+        self.end_holds(ctx, out);
     }
 
     /// With the push on, a barrier through shared memory runs the hooks: pushes and drops are

@@ -17,9 +17,11 @@ use super::{NodePage, ScSingleWriter};
 /// wait for each other's holds, and a holder whose own thread waits for another node keeps
 /// its holds (the lowest rank among the nodes writing the same pages works through them
 /// first, the others after it, instead of all of them taking the pages from each other write
-/// by write). A release or barrier arrival of the holder ends every hold at once, so data
-/// published by a synchronisation is never kept back. No hold outlives `hold_ns`: sequential
-/// consistency only depends on the order in which copies move, never on when.
+/// by write). A barrier arrival of the holder, a release through the engine, or a lock's token
+/// leaving it ends every hold at once, so data published by a synchronisation is never kept
+/// back from the node that synchronises with it. Releases of locks through the fast path (the
+/// token stays) leave the holds alone. No hold outlives `hold_ns`: sequential consistency
+/// only depends on the order in which copies move, never on when.
 ///
 /// A hold lasts only while its page is written (the *write probe*): once a request waits for
 /// it, the holder lowers its own write access to read; a write to the page within a tenth of
@@ -274,7 +276,8 @@ impl ScSingleWriter {
         self.end_due_holds(ctx, out);
     }
 
-    /// A release or barrier arrival of this node: a new release epoch, and every hold ends.
+    /// A release or barrier arrival of this node, or a lock's token leaving it: a new release
+    /// epoch, and every hold ends.
     pub(super) fn end_holds(&mut self, ctx: &dyn Context, out: &mut Vec<Action>) {
         // The pages that waited leave before the epoch turns: taken before the release.
         self.end_holds_now(ctx, out);

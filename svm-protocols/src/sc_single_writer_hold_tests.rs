@@ -65,6 +65,11 @@ impl At {
         self.p.on_release(&self.ctx, token, &mut out);
         out
     }
+    fn token_leaves(&mut self) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.p.on_token_leaves(&self.ctx, &mut out);
+        out
+    }
 }
 
 fn node(p: ScSingleWriter, me: NodeId, home: NodeId) -> At {
@@ -174,7 +179,14 @@ fn a_page_written_again_after_another_node_took_it_is_kept_while_written_until_t
     let mut n = node(ScSingleWriter::new().with_hold(HOLD), 1, 0);
     regain_after_loss(&mut n, 100);
     assert_eq!(n.p.next_timer(), Some(100 + HOLD));
-    assert!(!n.p.quiescent(), "a release must run while a page is held");
+    assert!(
+        n.p.quiescent(),
+        "a lock released through the fast path keeps the holds until its token leaves"
+    );
+    assert!(
+        !n.p.barrier_quiescent(),
+        "a barrier arrival must run while a page is held: it ends the holds"
+    );
     let out = n.at(150).msg(0, fwd_write(P, 2));
     assert!(probe_lowers(&out, P), "the request waits: {out:?}");
     assert_eq!(n.p.stats().requests_held, 1);
@@ -212,6 +224,23 @@ fn a_release_ends_every_hold_before_it_completes_and_starts_a_new_epoch() {
     n.at(210).msg(0, write_grant(P));
     assert!(n.p.next_timer().is_none());
     assert!(gives(&n.at(220).msg(0, fwd_write(P, 2)), P, 2));
+}
+
+#[test]
+fn a_token_that_leaves_ends_every_hold_before_the_grant_and_starts_a_new_epoch() {
+    let mut n = held_with_a_waiting_request();
+    // Releases through the fast path ran no hook: the request still waits until the token
+    // of a lock leaves.
+    let out = n.at(160).token_leaves();
+    assert!(gives(&out, P, 2), "the page goes before the token: {out:?}");
+    assert!(n.p.next_timer().is_none() && n.p.barrier_quiescent());
+    // Lost before the token left, written again after: synchronised sharing, not held.
+    n.at(200).fault(P, Access::Write);
+    n.at(210).msg(0, write_grant(P));
+    assert!(n.p.next_timer().is_none());
+    assert!(gives(&n.at(220).msg(0, fwd_write(P, 2)), P, 2));
+    // Nothing held: a token leaving does nothing.
+    assert!(n.at(230).token_leaves().is_empty());
 }
 
 #[test]

@@ -204,6 +204,14 @@ impl Cluster {
         for ev in events {
             match ev {
                 SyncEvent::Send { to, msg } => {
+                    if to != node && matches!(msg, SyncMsg::LockGrant { .. }) {
+                        // The token leaves: as the engine does, the protocol lets go of what
+                        // it kept back until then, before the grant on the same link.
+                        let nd = &mut self.nodes[node as usize];
+                        let mut out = Vec::new();
+                        nd.proto.on_token_leaves(&nd.ctx, &mut out);
+                        self.exec(node, out, None)?;
+                    }
                     self.stats.sync_messages += 1;
                     if to != node {
                         self.stats.wire_bytes +=
