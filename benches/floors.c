@@ -1,6 +1,10 @@
 /* The floors of `svm-bench sync`, measured in the same run as svm's locks and barriers.
  *
- *   floors mutex ITERS       pthread mutex lock+unlock, one thread         -> floor_us=
+ *   floors mutex ITERS       pthread mutex lock+unlock by one thread of a process that
+ *                            has started another (as every threaded program)  -> floor_us=
+ *   floors mutex-single ITERS  the same in a process that never started a thread: glibc
+ *                            then takes and gives back the mutex without atomic
+ *                            instructions (__libc_single_threaded)          -> floor_us=
  *   floors barrier T ITERS   pthread barrier with T threads, per barrier   -> floor_us=
  *   floors futex ITERS       futex ping-pong between two processes, per round trip -> floor_us=
  *   floors tcp ITERS         TCP (loopback, TCP_NODELAY) 8-byte ping-pong between two
@@ -39,6 +43,10 @@ static void die(const char *what) {
 static pthread_barrier_t bar;
 static long bar_iters;
 
+static void *no_op_thread(void *arg) {
+    return arg;
+}
+
 static void *bar_thread(void *arg) {
     (void)arg;
     for (long i = 0; i < bar_iters; i++)
@@ -75,12 +83,19 @@ static int read_full(int fd, void *buf, size_t n) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: floors mutex|futex|tcp ITERS | floors barrier THREADS ITERS\n");
+        fprintf(stderr, "usage: floors mutex|mutex-single|futex|tcp ITERS | floors barrier THREADS ITERS\n");
         return 2;
     }
     const char *mode = argv[1];
-    if (!strcmp(mode, "mutex")) {
+    if (!strcmp(mode, "mutex") || !strcmp(mode, "mutex-single")) {
         long iters = atol(argv[2]);
+        if (!strcmp(mode, "mutex")) {
+            /* Once a process has started a thread, glibc's mutexes use atomic instructions
+             * for good, even after the thread ended. */
+            pthread_t th;
+            if (pthread_create(&th, NULL, no_op_thread, NULL) != 0 || pthread_join(th, NULL) != 0)
+                die("pthread_create");
+        }
         pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
         volatile long c = 0;
         double t = now_us();

@@ -171,7 +171,11 @@ fn svm_run(
 }
 
 struct Floors {
+    /// pthread mutex lock+unlock in a process that started a thread (what threaded programs
+    /// pay: the ratios are against it).
     mutex: Option<f64>,
+    /// The same in a process that never started one (glibc skips the atomic instructions).
+    mutex_single: Option<f64>,
     futex: Option<f64>,
     tcp: Option<f64>,
     /// (threads, µs per barrier)
@@ -210,6 +214,15 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
                 "pthread mutex",
                 &mut failures,
             );
+            let mutex_single = note(
+                floor(
+                    fp,
+                    &["mutex-single".into(), (cfg.floor_iters * 50).to_string()],
+                    cfg.reps,
+                ),
+                "pthread mutex 1 thread",
+                &mut failures,
+            );
             let futex = note(
                 floor(fp, &["futex".into(), it.clone()], cfg.reps),
                 "futex ping-pong",
@@ -239,6 +252,7 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
             }
             Floors {
                 mutex,
+                mutex_single,
                 futex,
                 tcp,
                 barrier,
@@ -249,6 +263,7 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
             failures.push(e.clone());
             Floors {
                 mutex: None,
+                mutex_single: None,
                 futex: None,
                 tcp: None,
                 barrier: Vec::new(),
@@ -437,8 +452,12 @@ fn report(
     s.push_str("## Floors (this machine, this run)\n\n");
     let mut t = Table::new(["floor", "µs"]);
     t.row([
-        "pthread mutex lock+unlock (one thread)".to_string(),
+        "pthread mutex lock+unlock, one thread of a process that started another".to_string(),
         num(floors.mutex),
+    ]);
+    t.row([
+        "the same in a process that never started a thread (glibc skips the atomics)".to_string(),
+        num(floors.mutex_single),
     ]);
     t.row([
         "futex ping-pong between two processes (round trip)".to_string(),

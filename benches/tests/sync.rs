@@ -38,7 +38,8 @@ fn sync_tiny_measures_locks_and_barriers_beside_their_floors() {
     let md = read(&out.join("sync.md"));
     for h in [
         "## Floors (this machine, this run)",
-        "| pthread mutex lock+unlock (one thread) |",
+        "| pthread mutex lock+unlock, one thread of a process that started another |",
+        "| the same in a process that never started a thread (glibc skips the atomics) |",
         "| futex ping-pong between two processes (round trip) |",
         "| pthread barrier, 4 threads |",
         "## Lock re-acquire by one node",
