@@ -205,24 +205,18 @@ pub fn run(level: Level, out: &Path) -> Result<bool, String> {
     let it = cfg.floor_iters.to_string();
     let floors = match &floors_prog {
         Ok(fp) => {
-            let mutex = note(
-                floor(
-                    fp,
-                    &["mutex".into(), (cfg.floor_iters * 50).to_string()],
-                    cfg.reps,
-                ),
-                "pthread mutex",
-                &mut failures,
-            );
-            let mutex_single = note(
-                floor(
-                    fp,
-                    &["mutex-single".into(), (cfg.floor_iters * 50).to_string()],
-                    cfg.reps,
-                ),
-                "pthread mutex 1 thread",
-                &mut failures,
-            );
+            let mutex_iters = (cfg.floor_iters * 50).to_string();
+            let [mutex, mutex_single] = [
+                ("mutex", "pthread mutex"),
+                ("mutex-single", "pthread mutex 1 thread"),
+            ]
+            .map(|(mode, what)| {
+                note(
+                    floor(fp, &[mode.into(), mutex_iters.clone()], cfg.reps),
+                    what,
+                    &mut failures,
+                )
+            });
             let futex = note(
                 floor(fp, &["futex".into(), it.clone()], cfg.reps),
                 "futex ping-pong",
