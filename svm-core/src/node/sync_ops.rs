@@ -189,26 +189,27 @@ impl Node {
         )
     }
 
-    /// Before anything that tells the other node of this node's releases (the token of a
-    /// lock leaving, a user message): the flush that lock releases left to later
-    /// ([`Node::release_lock_locally`]). In a job of two nodes its diffs and invalidations go
-    /// out on the one link ahead of what follows, so the other node applies them first.
     /// A lock's token is about to leave: every protocol lets go of what it kept back until
     /// then ([`Protocol::on_token_leaves`]), before the grant on the same links.
     fn token_leaves(&self, st: &mut EngineState) -> Result<(), EngineError> {
         for proto in 0..st.protocols.len() {
             let mut acts = Vec::new();
             let ctx = node_ctx!(self, st);
-            if let Some(p) = st.protocols[proto].as_mut() {
-                p.on_token_leaves(&ctx, &mut acts);
-            }
-            if !acts.is_empty() {
-                self.run_actions(st, proto as u8, acts, &[])?;
-            }
+            let Some(p) = st.protocols[proto].as_mut() else {
+                continue;
+            };
+            p.on_token_leaves(&ctx, &mut acts);
+            // Also without actions: the holds that ended change what the fast path and the
+            // shared-memory barrier may skip (`Node::note_protocols`), and the timers.
+            self.run_actions(st, proto as u8, acts, &[])?;
         }
         Ok(())
     }
 
+    /// Before anything that tells the other node of this node's releases (the token of a
+    /// lock leaving, a user message): the flush that lock releases left to later
+    /// ([`Node::release_lock_locally`]). In a job of two nodes its diffs and invalidations go
+    /// out on the one link ahead of what follows, so the other node applies them first.
     pub(super) fn flush_deferred_releases(&self, st: &mut EngineState) -> Result<(), EngineError> {
         if st.release_deferred.take().is_none() {
             return Ok(());
