@@ -199,10 +199,14 @@ impl Node {
                 continue;
             };
             p.on_token_leaves(&ctx, &mut acts);
-            // Also without actions: the holds that ended change what the fast path and the
-            // shared-memory barrier may skip (`Node::note_protocols`), and the timers.
-            self.run_actions(st, proto as u8, acts, &[])?;
+            if !acts.is_empty() {
+                self.run_actions(st, proto as u8, acts, &[])?;
+            }
         }
+        // Holds that end with no request waiting emit nothing, yet a barrier through shared
+        // memory may now pass without the hooks. Ending them only makes the state quieter and
+        // timers later: no fast-path holder to convert, no timer to arm.
+        self.record_quiescence(st);
         Ok(())
     }
 
