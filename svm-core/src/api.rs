@@ -335,13 +335,19 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
         let saved = window.take_over_static(base, top - base).map_err(sys_err)?;
         space.add_static(base, top - base, 0, saved);
     }
+    // Write scanning serves `scope` homes (`Node::scan_home_writes`); set up only in a job
+    // whose default protocol is scope, since it puts a second userfaultfd, and an epoll of
+    // the two, before every fault the engine reads.
+    let scan_writes = cfg.write_scan && cfg.protocol == "scope" && boot.size > 1;
     let backend: Box<dyn FaultBackend> = match kind {
-        FaultKind::Uffd => Box::new(UffdBackend::new(window, cfg.page_size).map_err(|e| {
-            sys_err(match e {
-                SysError::Call { call, errno } => SysError::Call { call, errno },
-                other => other,
-            })
-        })?),
+        FaultKind::Uffd => Box::new(
+            UffdBackend::new(window, cfg.page_size, scan_writes).map_err(|e| {
+                sys_err(match e {
+                    SysError::Call { call, errno } => SysError::Call { call, errno },
+                    other => other,
+                })
+            })?,
+        ),
         FaultKind::Segv => Box::new(SegvBackend::new(window, cfg.page_size).map_err(sys_err)?),
     };
     let space = Arc::new(space);

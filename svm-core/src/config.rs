@@ -117,6 +117,11 @@ pub struct Config {
     /// while the thread waits (`Node::engine_watch`); `1` (default; it applies only where a
     /// peer can answer and the engine spins at all, `node::engine::wakes_to_spin`) or `0`.
     pub spin_wake: bool,
+    /// `SVM_WRITE_SCAN`: under `scope`, a node finds the writes to the regions it is the
+    /// home of by scanning its page tables at each release instead of by a write fault per
+    /// page and interval (userfaultfd backend, Linux 6.7 and later; docs/protocols.md); `1`
+    /// (default) or `0`.
+    pub write_scan: bool,
 }
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
@@ -448,6 +453,7 @@ impl Config {
             "expected a nice value from -20 to 19",
         )?;
         let spin_wake = on_unless_0("SVM_SPIN_WAKE")?;
+        let write_scan = on_unless_0("SVM_WRITE_SCAN")?;
         Ok(Config {
             push,
             lock_pages,
@@ -456,6 +462,7 @@ impl Config {
             engine_slice_us,
             engine_nice,
             spin_wake,
+            write_scan,
             profile,
             trace,
             prefetch,
@@ -618,6 +625,13 @@ mod tests {
         assert!(cfg(&[("SVM_SPIN_WAKE", "1")]).unwrap().spin_wake);
         assert!(!cfg(&[("SVM_SPIN_WAKE", "0")]).unwrap().spin_wake);
         says(&[("SVM_SPIN_WAKE", "on")], "SVM_SPIN_WAKE", "0 or 1");
+    }
+
+    #[test]
+    fn write_scan() {
+        assert!(cfg(&[]).unwrap().write_scan, "on by default");
+        assert!(!cfg(&[("SVM_WRITE_SCAN", "0")]).unwrap().write_scan);
+        says(&[("SVM_WRITE_SCAN", "yes")], "SVM_WRITE_SCAN", "0 or 1");
     }
 
     #[test]

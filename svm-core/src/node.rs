@@ -399,6 +399,30 @@ impl Context for Ctx<'_> {
         self.contents.read(page, &mut buf).ok()?;
         Some(crate::protocol::page_digest(&buf))
     }
+    fn writes_scanned(&self, page: PageId) -> bool {
+        self.contents
+            .backend
+            .writes_scanned(self.space.page_addr(page))
+    }
+    fn take_scanned_writes(&self, pages: &[PageId]) -> Vec<PageId> {
+        let ps = self.space.page_size();
+        // Consecutive pages in one run: one walk of the page tables each.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for &p in pages {
+            let a = self.space.page_addr(p);
+            match runs.last_mut() {
+                Some((s, l)) if *s + *l == a => *l += ps,
+                _ => runs.push((a, ps)),
+            }
+        }
+        let mut addrs = Vec::new();
+        // The backend reports every page of a range it could not scan (a write never goes
+        // unreported); an error here is a failed write-protect of such a range as well.
+        if let Err(e) = self.contents.backend.take_written(&runs, &mut addrs) {
+            tracing::error!(node = self.me, "scanning for written pages: {e}");
+        }
+        addrs.into_iter().map(|a| self.space.page_of(a)).collect()
+    }
 }
 
 /// A message of the application or a personality, waiting to be received.

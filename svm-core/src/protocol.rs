@@ -124,6 +124,20 @@ pub trait Context {
     fn page_digest(&self, _page: PageId) -> Option<u64> {
         None
     }
+    /// Whether this node finds the writes to `page` by scanning its page tables
+    /// ([`Context::take_scanned_writes`]) rather than by write faults: a write to the page
+    /// made read-only then raises no fault. Default: no (every write to a read-only page
+    /// faults).
+    fn writes_scanned(&self, _page: PageId) -> bool {
+        false
+    }
+    /// Those of `pages` (sorted; their writes scanned, [`Context::writes_scanned`]) written
+    /// since they were last made read-only, made read-only again in the same step, so the
+    /// next call reports the writes after this one. A page left writable counts as written.
+    /// Default: none.
+    fn take_scanned_writes(&self, _pages: &[PageId]) -> Vec<PageId> {
+        Vec::new()
+    }
 }
 
 /// The digest [`Context::page_digest`] gives of a page's contents: FxHash over its 8-byte
@@ -226,6 +240,9 @@ pub struct ProtocolStats {
     /// Pages this node was home of and handed to the node that alone wrote them between two
     /// barriers (sc-mw, two nodes, `SVM_HOME_MIGRATION`).
     pub homes_moved: u64,
+    /// Home pages a release found written by scanning the page tables instead of by a write
+    /// fault (`scope`, `SVM_WRITE_SCAN`).
+    pub writes_scanned: u64,
 }
 
 /// Which hook a barrier's departure runs on a node. The engine and the protocol simulators

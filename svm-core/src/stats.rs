@@ -163,6 +163,8 @@ pub struct Counters {
     pub timed_flushes: u64,
     /// Pages handed to a new home (sc-mw, `SVM_HOME_MIGRATION`).
     pub homes_moved: u64,
+    /// Home pages found written by a scan (scope, `SVM_WRITE_SCAN`).
+    pub writes_scanned: u64,
     /// Lock releases whose flush waited for a later release (sc-mw, two nodes).
     pub releases_deferred: u64,
     /// Fault detection times measured by a probe (`api::measure_fault_detection`).
@@ -260,6 +262,9 @@ pub struct Stats {
     /// Pages this node was home of and handed to the node that alone wrote them between two
     /// barriers (sc-mw in a job of two nodes, `SVM_HOME_MIGRATION`).
     pub homes_moved: u64,
+    /// Home pages whose writes a release found by scanning the page tables, not by a write
+    /// fault each (`scope`, `SVM_WRITE_SCAN`).
+    pub writes_scanned: u64,
     /// Lock releases of this node whose flush waited for its next release that could tell
     /// the other node anything (sc-mw in a job of two nodes).
     pub releases_deferred: u64,
@@ -317,6 +322,7 @@ impl Stats {
             copies_dropped: c.copies_dropped,
             timed_flushes: c.timed_flushes,
             homes_moved: c.homes_moved,
+            writes_scanned: c.writes_scanned,
             releases_deferred: c.releases_deferred,
         }
     }
@@ -373,7 +379,7 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "  diffs                  twins={} created={} ({} B) applied={} ({} B) timed_flushes={} releases_deferred={} homes_moved={}",
+            "  diffs                  twins={} created={} ({} B) applied={} ({} B) timed_flushes={} releases_deferred={} homes_moved={} writes_scanned={}",
             self.twins_made,
             self.diffs_created,
             self.diff_bytes_sent,
@@ -381,7 +387,8 @@ impl fmt::Display for Stats {
             self.diff_bytes_applied,
             self.timed_flushes,
             self.releases_deferred,
-            self.homes_moved
+            self.homes_moved,
+            self.writes_scanned
         )?;
         writeln!(
             f,

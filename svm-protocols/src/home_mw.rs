@@ -126,6 +126,11 @@ pub(crate) struct HomeMw {
     /// across releases (no fault per iteration on data only the home uses), and lowers a page
     /// to read-only at its first fetch, after which its writes are tracked again.
     served: FxHashSet<PageId>,
+    /// The served home pages whose writes this node finds by scanning its page tables at
+    /// each release (`Context::writes_scanned`; scope, `SVM_WRITE_SCAN`): a write to them
+    /// raises no fault, so until a release's scan this node cannot tell whether it wrote
+    /// them, and it is never quiescent while it has any.
+    scan_served: FxHashSet<PageId>,
     /// Fault-around (off by default): see `ProtocolOptions::fault_around`.
     pub(crate) fault_around: svm_core::protocol::FaultAround,
     /// Read-ahead of this node's fetches (off by default): see [`ScanAhead`].
@@ -178,6 +183,7 @@ impl HomeMw {
             home_flushes: FxHashMap::default(),
             next_home_flush: 1,
             served: FxHashSet::default(),
+            scan_served: FxHashSet::default(),
             fault_around: Default::default(),
             fetch_ahead: ScanAhead::default(),
             write_ahead: ScanAhead::default(),
@@ -231,6 +237,23 @@ impl HomeMw {
         }
         self.count_home_written(page);
         self.sticky.wrote(page);
+    }
+
+    /// The served home pages written since the last scan, as the page tables tell
+    /// (`Context::take_scanned_writes`), count as written in this interval; called where a
+    /// release or barrier arrival gathers what it announces.
+    pub(super) fn take_scanned_writes(&mut self, ctx: &dyn Context) {
+        if self.scan_served.is_empty() {
+            return;
+        }
+        // Only the served pages: the others need no tracking (see `served`), and a scan
+        // would protect them again, each next write then a fault of the kernel's own.
+        let mut pages: Vec<PageId> = self.scan_served.iter().copied().collect();
+        pages.sort_unstable();
+        for p in ctx.take_scanned_writes(&pages) {
+            self.stats.writes_scanned += 1;
+            self.count_home_written(p);
+        }
     }
 
     /// Home page `page` counts as written in this interval: the next release announces it.
@@ -384,6 +407,9 @@ impl HomeMw {
                     return;
                 }
                 self.note_fetched(ctx, page);
+                if ctx.writes_scanned(page) {
+                    self.scan_served.insert(page);
+                }
                 if self.served.insert(page) && self.page(page).access == Access::Write {
                     // From now on the home's writes must be seen (see `served`). Lowered
                     // before the copy is read, so the copy holds every write so far.
@@ -636,6 +662,7 @@ impl HomeMw {
         self.copysets.retain(|p, _| !gone(p));
         self.inval_pending.retain(|(p, _), _| !gone(p));
         self.served.retain(|p| !gone(p));
+        self.scan_served.retain(|p| !gone(p));
         self.since_release.retain(|p| !gone(p));
         self.since_barrier.retain(|p| !gone(p));
         self.since_all_nodes.retain(|p| !gone(p));
@@ -660,7 +687,7 @@ impl HomeMw {
     pub(crate) fn describe(&self, name: &str, page: PageId) -> String {
         let local = match self.pages.get(&page) {
             Some(np) => format!(
-                "access {:?}, fetching: {}, want write: {}, stale fetch: {}, twin: {}, dirty home page: {}, sticky: {}, pushed: {}",
+                "access {:?}, fetching: {}, want write: {}, stale fetch: {}, twin: {}, dirty home page: {}, sticky: {}, pushed: {}, writes scanned: {}",
                 np.access,
                 np.fetching,
                 np.want_write,
@@ -668,7 +695,8 @@ impl HomeMw {
                 self.dirty.contains(&page),
                 self.dirty_home.contains(&page),
                 self.sticky.contains(page),
-                self.pushed.contains(&page)
+                self.pushed.contains(&page),
+                self.scan_served.contains(&page)
             ),
             None => "untouched here".to_string(),
         };

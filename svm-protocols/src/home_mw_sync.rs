@@ -90,6 +90,9 @@ impl HomeMw {
         push: PushAfter,
         out: &mut Vec<Action>,
     ) {
+        // (Releases and barrier arrivals scanned before gathering their notices; a flush of
+        // another kind must see the writes too.)
+        self.take_scanned_writes(ctx);
         let id = self.next_flush;
         self.next_flush += 1;
         let dirty = std::mem::take(&mut self.dirty);
@@ -195,6 +198,7 @@ impl HomeMw {
     }
 
     pub(crate) fn on_release(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
+        self.take_scanned_writes(ctx);
         let notices = match self.mode {
             Mode::Eager => Vec::new(),
             Mode::Notices => {
@@ -222,7 +226,8 @@ impl HomeMw {
 
     /// Nothing a release would flush, wait for or hand over as notices.
     pub(crate) fn quiescent(&self) -> bool {
-        self.dirty.is_empty()
+        self.scan_served.is_empty()
+            && self.dirty.is_empty()
             && self.dirty_home.is_empty()
             && self.pushed.is_empty()
             && self.flushes.is_empty()
@@ -237,6 +242,7 @@ impl HomeMw {
         all_nodes: bool,
         out: &mut Vec<Action>,
     ) {
+        self.take_scanned_writes(ctx);
         let notices = match self.mode {
             Mode::Eager => Vec::new(),
             Mode::Notices => {

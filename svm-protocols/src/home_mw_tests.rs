@@ -265,3 +265,101 @@ fn scope_fetches_again_what_the_departures_notices_invalidate() {
     fault(&mut home, 1, 5, Access::Write);
     assert!(requested(&depart(&mut home, 1, &[5])).is_empty());
 }
+
+/// A context of node 1 (home of pages below 100) whose writes to its home pages are found by
+/// scanning: `written` is what the page tables would report.
+struct Scanning {
+    written: std::cell::RefCell<Vec<PageId>>,
+}
+
+impl Context for Scanning {
+    fn me(&self) -> NodeId {
+        1
+    }
+    fn nodes(&self) -> NodeId {
+        3
+    }
+    fn home(&self, page: PageId) -> NodeId {
+        if page < 100 {
+            1
+        } else {
+            2
+        }
+    }
+    fn writes_scanned(&self, page: PageId) -> bool {
+        page < 100
+    }
+    fn take_scanned_writes(&self, pages: &[PageId]) -> Vec<PageId> {
+        let mut w = self.written.borrow_mut();
+        let (asked, rest): (Vec<PageId>, Vec<PageId>) =
+            w.drain(..).partition(|p| pages.binary_search(p).is_ok());
+        *w = rest;
+        asked
+    }
+}
+
+/// The notices of the `ReleaseDone` in `out`.
+fn released_notices(out: &[Action]) -> Vec<PageId> {
+    out.iter()
+        .find_map(|a| match a {
+            Action::ReleaseDone { notices, .. } => Some(notices.clone()),
+            _ => None,
+        })
+        .expect("the release completes")
+}
+
+/// scope with writes found by scanning: a served home page is named by a release exactly when
+/// the page tables report it written in that interval — no write fault is needed, and none
+/// goes unannounced — and the node is never quiescent while it has such a page (a lock could
+/// otherwise be released through the fast path with a write nobody has seen yet).
+#[test]
+fn scope_names_the_served_home_pages_a_scan_finds_written() {
+    let ctx = Scanning {
+        written: std::cell::RefCell::new(Vec::new()),
+    };
+    let mut p = HomeMw::new(Mode::Notices);
+    let mut out = Vec::new();
+    p.on_fault(&ctx, 5, Access::Write, &mut out);
+    p.on_fault(&ctx, 6, Access::Write, &mut out);
+    // Node 2 fetches page 5: it is read-only from now on, and its writes are scanned.
+    out.clear();
+    p.on_message(&ctx, 2, &ProtoMsg::ReadReq { page: 5 }, 0, &mut out);
+    assert!(
+        out.iter().any(|a| matches!(
+            a,
+            Action::SetAccess {
+                page: 5,
+                access: Access::Read
+            }
+        )),
+        "the served page is made read-only: {out:?}"
+    );
+    assert!(
+        !p.quiescent(),
+        "a served page whose writes only a scan sees"
+    );
+    // The first release names it: it was writable when served, so its writes so far are
+    // counted as unseen.
+    out.clear();
+    p.on_release(&ctx, 1, &mut out);
+    assert!(released_notices(&out).contains(&5));
+    // An interval without a write: not named.
+    out.clear();
+    p.on_release(&ctx, 2, &mut out);
+    assert!(!released_notices(&out).contains(&5), "{out:?}");
+    // Written (no fault: the page tables tell), then released: named, and counted.
+    ctx.written.borrow_mut().extend([5, 6, 7]);
+    out.clear();
+    p.on_release(&ctx, 3, &mut out);
+    let notices = released_notices(&out);
+    assert!(notices.contains(&5), "{notices:?}");
+    assert!(
+        !notices.contains(&7),
+        "page 7 was never served: its scan is not asked for"
+    );
+    assert_eq!(p.stats().writes_scanned, 1);
+    assert!(!p.quiescent());
+    // The region destroyed: nothing of it is left to scan.
+    assert!(p.forget(0..100));
+    assert!(p.scan_served.is_empty());
+}

@@ -748,6 +748,83 @@ fn barriers_over_deck_go_through_shared_memory_when_nothing_is_handed_over() {
     assert!(barrier_messages_sent(&out, NODES) > 0, "{out}");
 }
 
+/// Linux 6.7 and later find a scope home's writes by scanning its page tables
+/// (`SVM_WRITE_SCAN`, docs/protocols.md).
+fn kernel_scans_writes() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut nums = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    (nums.next().unwrap_or(0), nums.next().unwrap_or(0)) >= (6, 7)
+}
+
+/// Under `scope` a home finds its writes to the pages other nodes read by scanning its page
+/// tables at each release (`SVM_WRITE_SCAN`, on by default where the kernel has it), not by a
+/// write fault per page and interval: Jacobi at 2 nodes, each node's block homed on it and its
+/// boundary rows read by the other, verifies with no write fault at all after the blocks are
+/// first touched and a scan finding every boundary row written; with `SVM_WRITE_SCAN=0` the
+/// same rows take write faults and no scan runs. Both runs equal the sequential one.
+#[test]
+fn scope_homes_find_their_writes_by_scanning_not_by_faults() {
+    const NODES: usize = 2;
+    const ITERS: u64 = 40;
+    let jacobi = example_path("jacobi");
+    let jacobi = jacobi.to_str().expect("UTF-8 path");
+    let scans = kernel_scans_writes();
+    let mut write_faults_of = Vec::new();
+    for scan in ["1", "0"] {
+        let _serial = serial();
+        // 512 doubles a row: one page per row, one boundary page per node and grid.
+        let out = run_svmrun_env(
+            &[
+                "-n",
+                "2",
+                "--fault",
+                "uffd",
+                "--protocol",
+                "scope",
+                jacobi,
+                "512",
+                &ITERS.to_string(),
+                "--verify",
+            ],
+            &[("SVM_STATS", "json"), ("SVM_WRITE_SCAN", scan)],
+            DEADLINE,
+        );
+        out.assert_success();
+        let line = only_line(&out, &["checksum="]);
+        assert_eq!(line.split_whitespace().last(), Some("OK"), "{out}");
+        let mut write_faults_here = 0;
+        for obj in stats_objects(&out, NODES) {
+            let scanned = json_u64(obj, "writes_scanned").expect("writes_scanned");
+            let write_faults = json_u64(obj, "write_faults").expect("write_faults");
+            write_faults_here += write_faults;
+            if scan == "1" && scans {
+                assert!(
+                    scanned >= ITERS / 2,
+                    "{scanned} boundary pages found written by scans in {ITERS} iterations\n{out}"
+                );
+            } else {
+                assert_eq!(scanned, 0, "SVM_WRITE_SCAN={scan}\n{out}");
+                assert!(
+                    write_faults >= ITERS / 2,
+                    "{write_faults} write faults without scanning in {ITERS} iterations\n{out}"
+                );
+            }
+        }
+        write_faults_of.push(write_faults_here);
+    }
+    // The first touches fault either way; the boundary rows' writes only without scanning
+    // (each node writes its two boundary pages every second iteration).
+    if scans {
+        let (with, without) = (write_faults_of[0], write_faults_of[1]);
+        assert!(
+            with + ITERS <= without,
+            "write faults: {with} with scanning, {without} without"
+        );
+    }
+}
+
 /// A barrier through shared memory runs sc-sw's barrier hooks as the message barrier does:
 /// Jacobi over DECK-SCI at 2 nodes, where each node reads one boundary row of the other per
 /// iteration. Each home pushes the row it wrote to its reader at its arrival and each reader

@@ -212,6 +212,12 @@ fn collective_slice<T: bytemuck::Pod>(
     if crate::profile::on() {
         crate::profile::allocated(addr, bytes, true, caller);
     }
+    // Before the messages held back for the region are looked at: none of its pages has
+    // engine state yet.
+    n.scan_home_writes(
+        addr,
+        bytes.div_ceil(n.space.page_size()) * n.space.page_size(),
+    );
     n.retry_deferred();
     Ok(SharedSlice {
         addr,

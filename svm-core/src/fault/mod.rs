@@ -133,6 +133,32 @@ pub trait FaultBackend: Send + Sync {
     fn drop_range(&self, addr: usize, len: usize) -> Result<(), SysError>;
     /// Wakes one waiting thread whose access is already possible.
     fn wake(&self, addr: usize, len: usize, waiter: WaiterRef) -> Result<(), SysError>;
+    /// From now on, finds the writes to `[addr, addr+len)` by scanning instead of by faults:
+    /// a write to a page made read-only there goes through without a fault, and
+    /// [`FaultBackend::take_written`] reports the page. The range's present contents are
+    /// dropped (every page starts missing). Returns false, and changes nothing, where the
+    /// backend cannot (the segv backend, a kernel before Linux 6.7, `SVM_WRITE_SCAN=0`) or
+    /// the range overlaps one already scanned.
+    fn scan_writes(&self, _addr: usize, _len: usize) -> Result<bool, SysError> {
+        Ok(false)
+    }
+    /// Whether writes at `addr` are found by scanning ([`FaultBackend::scan_writes`]).
+    fn writes_scanned(&self, _addr: usize) -> bool {
+        false
+    }
+    /// Appends to `out` the address of every page of `runs` (`(addr, len)`, parts of
+    /// scanned ranges; the rest is skipped) written since it was last made read-only, and
+    /// makes those pages read-only again, so that the next call reports the writes after this
+    /// one. A page left writable counts as written. Only the pages asked about are made
+    /// read-only: a page whose writes nobody needs to see stays writable, without even the
+    /// kernel's own fault per write.
+    fn take_written(
+        &self,
+        _runs: &[(usize, usize)],
+        _out: &mut Vec<usize>,
+    ) -> Result<(), SysError> {
+        Ok(())
+    }
     /// Shutdown, after the engine stopped: the managed memory becomes ordinary private memory
     /// of this process (what it holds locally stays; pages it never held read as zeros or,
     /// for segv, as whatever the memfd holds), so code that runs after the job — exit

@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// The fewest pages homed here in one run of a region that `Node::scan_home_writes` scans:
+/// each run is registered apart, and splits the kernel's mapping of the window.
+const MIN_SCANNED_RUN: u64 = 16;
+
+/// The most such runs of one region (a cyclic home policy gives none long enough anyway).
+const MAX_SCANNED_RUNS: usize = 8;
+
 impl Node {
     /// Measures fault detection — from a thread touching a page it has no access to, to the
     /// runtime seeing the fault (SIGSEGV handler entry, or the engine reading the userfaultfd
@@ -48,6 +55,64 @@ impl Node {
         self.backend
             .drop_range(addr, len)
             .map_err(|e| format!("dropping the memory of {addr:#x}+{len:#x}: {e}"))
+    }
+
+    /// Under `scope`, has the runs of a new collective region's pages homed at this node found
+    /// written by scanning instead of by write faults (`FaultBackend::scan_writes`,
+    /// `SVM_WRITE_SCAN`): a home lowers the pages others fetched to read-only at each release
+    /// so that its next write is seen, and with scanning that write costs no fault, no engine
+    /// wake-up and no switch back (Jacobi's boundary rows: four such faults per iteration on an
+    /// inner node). Only runs of [`MIN_SCANNED_RUN`] pages and more (each is a mapping of its
+    /// own in the kernel), and only where the engine has no state for any of their pages yet
+    /// (checked under the state, which the engine's own calls on the range also hold).
+    pub(crate) fn scan_home_writes(&self, addr: usize, len: usize) {
+        let Some(scope) = crate::protocol::protocol_id("scope") else {
+            return;
+        };
+        let ps = self.space.page_size();
+        let first = self.space.page_of(addr);
+        let end = first + (len / ps) as u64;
+        if !self.cfg.write_scan
+            || self.nodes < 2
+            || first >= end
+            || self.space.proto_of(first) != scope
+            || self.space.home_unresolved(first)
+        {
+            return;
+        }
+        let mut runs: Vec<std::ops::Range<PageId>> = Vec::new();
+        let mut run_start = None;
+        for p in first..=end {
+            let mine = p < end && self.space.home(p) == self.me;
+            match (mine, run_start) {
+                (true, None) => run_start = Some(p),
+                (false, Some(s)) => {
+                    runs.push(s..p);
+                    run_start = None;
+                }
+                _ => {}
+            }
+        }
+        runs.retain(|r| r.end - r.start >= MIN_SCANNED_RUN);
+        if runs.is_empty() || runs.len() > MAX_SCANNED_RUNS {
+            return;
+        }
+        let st = self.lock_state();
+        for r in runs {
+            if r.clone().any(|p| st.pages.get(p).is_some()) {
+                continue;
+            }
+            let (a, l) = (
+                self.space.page_addr(r.start),
+                (r.end - r.start) as usize * ps,
+            );
+            if let Err(e) = self.backend.scan_writes(a, l) {
+                tracing::warn!(
+                    node = self.me,
+                    "write scanning of {a:#x}+{l:#x} not set up, writes fault instead: {e}"
+                );
+            }
+        }
     }
 
     /// Sends a user message to node `to` (this node included). Messages from one sender to one
@@ -191,6 +256,7 @@ impl Node {
             c.copies_dropped += ps.copies_dropped;
             c.timed_flushes += ps.timed_flushes;
             c.homes_moved += ps.homes_moved;
+            c.writes_scanned += ps.writes_scanned;
         }
         Stats::from_counters(
             &c,

@@ -64,6 +64,12 @@ impl Poller {
         ))
     }
 
+    /// The epoll descriptor itself (readable while a watched descriptor is ready: a poller
+    /// can be watched by another one).
+    pub fn raw(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+
     /// Watches `fd` for readability (level-triggered), reporting `token`.
     pub fn add(&self, fd: i32, token: u64) -> Result<(), SysError> {
         let mut ev = libc::epoll_event {

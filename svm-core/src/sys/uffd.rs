@@ -17,6 +17,9 @@ const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 const UFFD_PAGEFAULT_FLAG_WRITE: u64 = 1;
 const UFFD_PAGEFAULT_FLAG_WP: u64 = 2;
 const UFFD_FEATURE_THREAD_ID: u64 = 1 << 8;
+/// Write-protect faults resolved by the kernel without an event (Linux 6.7): the write goes
+/// through and the page's written state is left for `PAGEMAP_SCAN` to report.
+const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
 const _UFFDIO_WRITEPROTECT: u64 = 0x06;
 
 #[repr(C)]
@@ -112,6 +115,18 @@ fn err(call: &'static str) -> impl FnOnce(nix::errno::Errno) -> SysError {
 impl Uffd {
     /// Opens a userfaultfd (non-blocking, close-on-exec) and negotiates the API.
     pub fn open() -> Result<Uffd, SysError> {
+        Self::open_with(UFFD_FEATURE_THREAD_ID)
+    }
+
+    /// Opens a userfaultfd whose write-protect faults the kernel resolves itself
+    /// (`UFFD_FEATURE_WP_ASYNC`): a write to a write-protected page raises no event, and
+    /// [`Pagemap::take_written`] later lists the pages written and protects them again.
+    /// Missing-page faults are reported as by [`Uffd::open`]. Fails on kernels before 6.7.
+    pub fn open_async_wp() -> Result<Uffd, SysError> {
+        Self::open_with(UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_WP_ASYNC)
+    }
+
+    fn open_with(features: u64) -> Result<Uffd, SysError> {
         // SAFETY: the userfaultfd syscall takes only flags and returns a new descriptor or -1.
         let raw =
             unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
@@ -125,7 +140,7 @@ impl Uffd {
         let fd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
         let mut api = UffdioApi {
             api: UFFD_API,
-            features: UFFD_FEATURE_THREAD_ID,
+            features,
             ioctls: 0,
         };
         // SAFETY: UFFDIO_API reads and writes the struct we pass, which lives on our stack.
@@ -289,6 +304,168 @@ impl Uffd {
         unsafe { uffdio_wake(self.raw(), &mut r) }
             .map(|_| ())
             .map_err(err("ioctl(UFFDIO_WAKE)"))
+    }
+}
+
+/// `struct pm_scan_arg` of the `PAGEMAP_SCAN` ioctl (include/uapi/linux/fs.h, Linux 6.7).
+#[repr(C)]
+#[derive(Default)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// `struct page_region`: one run of pages `PAGEMAP_SCAN` reports.
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+/// Protect the pages found again, in the same walk (`PM_SCAN_WP_MATCHING`).
+const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
+/// Fail unless the range is registered with an asynchronous write-protect userfaultfd.
+const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
+/// The page was written since it was last write-protected.
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+/// The page is present. A hole counts as written (it has no write protection), and protecting
+/// it again would leave a marker in its table entry that `UFFDIO_ZEROPAGE` then refuses.
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+
+nix::ioctl_readwrite!(pagemap_scan, b'f', 16, PmScanArg);
+
+/// `/proc/self/pagemap`, for `PAGEMAP_SCAN`.
+pub struct Pagemap {
+    file: std::fs::File,
+}
+
+impl Pagemap {
+    pub fn open() -> Result<Pagemap, SysError> {
+        let file = std::fs::File::open("/proc/self/pagemap").map_err(|e| SysError::Call {
+            call: "open(/proc/self/pagemap)",
+            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+        })?;
+        Ok(Pagemap { file })
+    }
+
+    /// Appends to `out` the runs `(start, end)` of pages in `[start, end)` written since they
+    /// were last write-protected, and write-protects them again in the same walk, so a write
+    /// after it is reported by the next call. The range must be registered with a userfaultfd
+    /// from [`Uffd::open_async_wp`] (else `EPERM`); pages not present are neither reported nor
+    /// touched.
+    pub fn take_written(
+        &self,
+        start: usize,
+        end: usize,
+        out: &mut Vec<(usize, usize)>,
+    ) -> Result<(), SysError> {
+        let mut regions = [PageRegion::default(); 64];
+        let mut from = start as u64;
+        while from < end as u64 {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+                start: from,
+                end: end as u64,
+                vec: regions.as_mut_ptr() as u64,
+                vec_len: regions.len() as u64,
+                category_mask: PAGE_IS_WRITTEN | PAGE_IS_PRESENT,
+                return_mask: PAGE_IS_WRITTEN,
+                ..PmScanArg::default()
+            };
+            // SAFETY: PAGEMAP_SCAN reads `arg` and writes at most `vec_len` page_region records
+            // into `regions`, a live local array of that many; it walks this process's own
+            // page tables in `[start, end)` and writes nothing else of ours but `walk_end`.
+            let n = unsafe { pagemap_scan(self.file.as_raw_fd(), &mut arg) }
+                .map_err(err("ioctl(PAGEMAP_SCAN)"))?;
+            let n = (n.max(0) as usize).min(regions.len());
+            out.extend(
+                regions[..n]
+                    .iter()
+                    .map(|r| (r.start as usize, r.end as usize)),
+            );
+            // The walk stops early when the runs fill `regions`; it goes on from there.
+            if arg.walk_end <= from {
+                break;
+            }
+            from = arg.walk_end;
+        }
+        Ok(())
+    }
+}
+
+/// One anonymous read-write page of its own, unmapped on drop: what a probe of a userfaultfd
+/// feature registers and writes.
+pub struct ProbePage {
+    addr: usize,
+    len: usize,
+}
+
+impl ProbePage {
+    pub fn map() -> Result<ProbePage, SysError> {
+        let len = super::os_page_size();
+        // SAFETY: a fresh private anonymous mapping at an address the kernel chooses: nothing
+        // else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(SysError::Call {
+                call: "mmap(probe page)",
+                errno: nix::errno::Errno::last(),
+            });
+        }
+        Ok(ProbePage {
+            addr: p as usize,
+            len,
+        })
+    }
+
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes the page's first byte. The caller makes sure the write cannot wait for a
+    /// userfaultfd event nobody reads: the page is present, and write-protected (if at all)
+    /// only by a userfaultfd whose write-protect faults the kernel resolves itself.
+    pub fn touch(&self) {
+        // SAFETY: the page is mapped read-write for as long as `self` lives (see the caller's
+        // contract above for the userfaultfd).
+        unsafe { std::ptr::write_volatile(self.addr as *mut u8, 1) };
+    }
+}
+
+impl Drop for ProbePage {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `map` made, which nothing refers to any more.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
     }
 }
 

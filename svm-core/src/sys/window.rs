@@ -402,6 +402,25 @@ impl Window {
         Ok(())
     }
 
+    /// Writes `src` at `addr` through the application mapping, where the range is present and
+    /// either writable or write-protected by a userfaultfd whose write-protect faults the
+    /// kernel resolves itself ([`crate::sys::uffd::Uffd::open_async_wp`]): the write goes
+    /// through, beside whatever other threads write to other bytes of the page.
+    pub fn write_present(&self, addr: usize, src: &[u8]) -> Result<(), SysError> {
+        self.check(addr, src.len());
+        if let Some(f) = &self.proc_mem {
+            return f
+                .write_all_at(src, addr as u64)
+                .map_err(io_err("pwrite(/proc/self/mem)"));
+        }
+        // SAFETY: the range is inside a managed mapping (checked) and, per the caller's
+        // contract, present and writable without an event to handle (so this thread cannot
+        // block on a fault only it would serve). Concurrent writes of the application to the
+        // same bytes are a data race of the program, as with any multiple-writer protocol.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut u8, src.len()) };
+        Ok(())
+    }
+
     /// Writes `src` at `addr` whatever the application mapping's protection: through the
     /// alias or `/proc/self/mem` (segv backend only).
     pub fn write_forced(&self, addr: usize, src: &[u8]) -> Result<(), SysError> {
