@@ -477,7 +477,7 @@ impl UffdBackend {
         // One call for the whole range; if some page is present already (a racing install),
         // the copy stopped there: page by page, making the protection of present pages right.
         if src.len() == len
-            && self.parts(addr, len).len() == 1
+            && (self.scan.is_none() || self.parts(addr, len).len() == 1)
             && self.uffd_at(addr).copy(addr, src, read_only)?
         {
             return Ok(());
