@@ -90,9 +90,6 @@ impl HomeMw {
         push: PushAfter,
         out: &mut Vec<Action>,
     ) {
-        // (Releases and barrier arrivals scanned before gathering their notices; a flush of
-        // another kind must see the writes too.)
-        self.take_scanned_writes(ctx);
         let id = self.next_flush;
         self.next_flush += 1;
         let dirty = std::mem::take(&mut self.dirty);

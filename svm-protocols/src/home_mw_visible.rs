@@ -79,6 +79,9 @@ impl HomeMw {
             return;
         }
         self.stats.timed_flushes += 1;
+        // Releases and barrier arrivals scan before they gather their notices; this flush
+        // has none to gather, but must see the writes too.
+        self.take_scanned_writes(ctx);
         self.flush(ctx, None, PushAfter::Nothing, out);
     }
 
