@@ -49,11 +49,7 @@ impl ScanTracking {
     fn open(sync: &Uffd) -> Option<ScanTracking> {
         let uffd = Uffd::open_async_wp().ok()?;
         let pagemap = Pagemap::open().ok()?;
-        // An empty scan tells whether the ioctl exists (ENOTTY before 6.7).
-        let mut none = Vec::new();
-        pagemap.take_written(0, 0, &mut none).ok()?;
-        let probe = probe_scan(&uffd, &pagemap);
-        if !probe {
+        if !probe_scan(&uffd, &pagemap) {
             return None;
         }
         let poller = Poller::new().ok()?;
@@ -69,6 +65,13 @@ impl ScanTracking {
 
     fn ranges(&self) -> std::sync::RwLockReadGuard<'_, Vec<(usize, usize)>> {
         self.ranges.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The scanned range holding `addr`, if any.
+    fn range_at(&self, addr: usize) -> Option<(usize, usize)> {
+        let ranges = self.ranges();
+        let i = ranges.partition_point(|&(_, e)| e <= addr);
+        ranges.get(i).copied().filter(|&(s, _)| s <= addr)
     }
 }
 
@@ -127,46 +130,60 @@ impl UffdBackend {
     /// The userfaultfd the range holding `addr` is registered with.
     fn uffd_at(&self, addr: usize) -> &Uffd {
         match &self.scan {
-            Some(t) if t.ranges().iter().any(|&(s, e)| addr >= s && addr < e) => &t.uffd,
+            Some(t) if t.range_at(addr).is_some() => &t.uffd,
             _ => &self.uffd,
         }
     }
 
-    /// The range `[addr, addr + len)` cut where it enters or leaves a scanned range, each part
-    /// with its userfaultfd and whether its writes are scanned.
-    fn parts(&self, addr: usize, len: usize) -> Vec<(&Uffd, usize, usize, bool)> {
-        let end = addr + len;
+    /// Calls `f(userfaultfd, start, len, scanned)` for each part of `[addr, addr + len)` cut
+    /// where it enters or leaves a scanned range, in order. Without scanning: once, for the
+    /// whole range (the fault path's calls pay nothing for the feature).
+    fn for_parts(
+        &self,
+        addr: usize,
+        len: usize,
+        mut f: impl FnMut(&Uffd, usize, usize, bool) -> Result<(), SysError>,
+    ) -> Result<(), SysError> {
         let Some(t) = &self.scan else {
-            return vec![(&self.uffd, addr, len, false)];
+            return f(&self.uffd, addr, len, false);
         };
+        // Held across the calls: only `scan_writes` and `drop_range` change the ranges, and
+        // neither runs from inside `f`.
         let ranges = t.ranges();
-        let mut out = Vec::new();
+        let end = addr + len;
         let mut at = addr;
         while at < end {
-            let (scanned, upto) = match ranges.iter().find(|&&(s, e)| at >= s && at < e) {
-                Some(&(_, e)) => (true, e.min(end)),
-                None => {
-                    let next = ranges
-                        .iter()
-                        .map(|&(s, _)| s)
-                        .filter(|&s| s > at)
-                        .min()
-                        .unwrap_or(end);
-                    (false, next.min(end))
-                }
+            let i = ranges.partition_point(|&(_, e)| e <= at);
+            let (scanned, upto) = match ranges.get(i) {
+                Some(&(s, e)) if s <= at => (true, e.min(end)),
+                Some(&(s, _)) => (false, s.min(end)),
+                None => (false, end),
             };
             let uffd = if scanned { &t.uffd } else { &self.uffd };
-            out.push((uffd, at, upto - at, scanned));
+            f(uffd, at, upto - at, scanned)?;
             at = upto;
         }
-        out
+        Ok(())
+    }
+
+    /// Whether every part of `[addr, addr + len)` is scanned.
+    fn all_scanned(&self, addr: usize, len: usize) -> bool {
+        self.scan
+            .as_ref()
+            .and_then(|t| t.range_at(addr))
+            .is_some_and(|(_, e)| addr + len <= e)
+    }
+
+    /// Whether some part of `[addr, addr + len)` is scanned.
+    fn any_scanned(&self, addr: usize, len: usize) -> bool {
+        self.scan.as_ref().is_some_and(|t| {
+            let end = addr + len;
+            t.ranges().iter().any(|&(s, e)| s < end && addr < e)
+        })
     }
 
     fn write_protect(&self, addr: usize, len: usize, protect: bool) -> Result<(), SysError> {
-        for (uffd, a, l, _) in self.parts(addr, len) {
-            uffd.write_protect(a, l, protect)?;
-        }
-        Ok(())
+        self.for_parts(addr, len, |uffd, a, l, _| uffd.write_protect(a, l, protect))
     }
 }
 
@@ -274,11 +291,7 @@ impl FaultBackend for UffdBackend {
         if !present {
             return Ok(false);
         }
-        if self
-            .parts(addr, len)
-            .iter()
-            .all(|&(_, _, _, scanned)| scanned)
-        {
+        if self.all_scanned(addr, len) {
             // Writes here never wait for the engine, so neither do its own: the runs go in
             // place, beside what local threads write to other bytes of the page meanwhile
             // (rebuilding the page aside, as below, could drop such a write). The page then
@@ -353,19 +366,22 @@ impl FaultBackend for UffdBackend {
     fn writes_scanned(&self, addr: usize) -> bool {
         self.scan
             .as_ref()
-            .is_some_and(|t| t.ranges().iter().any(|&(s, e)| addr >= s && addr < e))
+            .is_some_and(|t| t.range_at(addr).is_some())
     }
 
     fn take_written(&self, asked: &[(usize, usize)], out: &mut Vec<usize>) -> Result<(), SysError> {
         let Some(t) = &self.scan else {
             return Ok(());
         };
-        let scanned: Vec<(usize, usize)> = asked
-            .iter()
-            .flat_map(|&(a, l)| self.parts(a, l))
-            .filter(|&(_, _, _, scanned)| scanned)
-            .map(|(_, a, l, _)| (a, a + l))
-            .collect();
+        let mut scanned: Vec<(usize, usize)> = Vec::new();
+        for &(a, l) in asked {
+            self.for_parts(a, l, |_, s, n, yes| {
+                if yes {
+                    scanned.push((s, s + n));
+                }
+                Ok(())
+            })?;
+        }
         let mut runs = Vec::new();
         let mut failed = None;
         for (s, e) in scanned {
@@ -406,10 +422,7 @@ impl FaultBackend for UffdBackend {
     }
 
     fn wake(&self, addr: usize, len: usize, _waiter: WaiterRef) -> Result<(), SysError> {
-        for (uffd, a, l, _) in self.parts(addr, len) {
-            uffd.wake(a, l)?;
-        }
-        Ok(())
+        self.for_parts(addr, len, |uffd, a, l, _| uffd.wake(a, l))
     }
 
     fn shutdown(&self) {
@@ -422,12 +435,13 @@ impl FaultBackend for UffdBackend {
         for (base, size) in self.window.ranges() {
             // Clear write protection first so present pages are writable as plain memory.
             // (A scanned range is no longer registered here: these calls skip nothing else.)
-            for (uffd, a, l, scanned) in self.parts(base, size) {
+            let _ = self.for_parts(base, size, |uffd, a, l, scanned| {
                 if !scanned {
                     let _ = uffd.write_protect(a, l, false);
                     let _ = uffd.unregister(a, l);
                 }
-            }
+                Ok(())
+            });
         }
     }
 }
@@ -455,19 +469,20 @@ impl UffdBackend {
         if data.is_none() && len > self.page_size {
             // A run of blank pages (fault-around): zero-page mappings, one call; memory is
             // used only for the pages the application then writes.
-            for (uffd, a, l, _) in self.parts(addr, len) {
+            let zeros = &self.zero[..self.page_size];
+            self.for_parts(addr, len, |uffd, a, l, _| {
                 if !uffd.zeropage(a, l)? {
                     // Some page was present already: page by page, skipping those. A page
                     // whose table entry holds only a write-protect marker also refuses the
                     // zero page (EEXIST), but takes a copy of zeros.
-                    let zeros = &self.zero[..self.page_size];
                     for off in (0..l).step_by(self.page_size) {
                         if !uffd.zeropage(a + off, self.page_size)? {
                             uffd.copy(a + off, zeros, read_only)?;
                         }
                     }
                 }
-            }
+                Ok(())
+            })?;
             if read_only {
                 self.write_protect(addr, len, true)?;
             }
@@ -477,7 +492,7 @@ impl UffdBackend {
         // One call for the whole range; if some page is present already (a racing install),
         // the copy stopped there: page by page, making the protection of present pages right.
         if src.len() == len
-            && (self.scan.is_none() || self.parts(addr, len).len() == 1)
+            && (self.scan.is_none() || self.all_scanned(addr, len) || !self.any_scanned(addr, len))
             && self.uffd_at(addr).copy(addr, src, read_only)?
         {
             return Ok(());
