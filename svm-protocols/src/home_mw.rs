@@ -130,7 +130,7 @@ pub(crate) struct HomeMw {
     /// each release (`Context::writes_scanned`; scope, `SVM_WRITE_SCAN`): a write to them
     /// raises no fault, so until a release's scan this node cannot tell whether it wrote
     /// them, and it is never quiescent while it has any.
-    scan_served: FxHashSet<PageId>,
+    scan_served: BTreeSet<PageId>,
     /// Fault-around (off by default): see `ProtocolOptions::fault_around`.
     pub(crate) fault_around: svm_core::protocol::FaultAround,
     /// Read-ahead of this node's fetches (off by default): see [`ScanAhead`].
@@ -183,7 +183,7 @@ impl HomeMw {
             home_flushes: FxHashMap::default(),
             next_home_flush: 1,
             served: FxHashSet::default(),
-            scan_served: FxHashSet::default(),
+            scan_served: BTreeSet::new(),
             fault_around: Default::default(),
             fetch_ahead: ScanAhead::default(),
             write_ahead: ScanAhead::default(),
@@ -248,8 +248,7 @@ impl HomeMw {
         }
         // Only the served pages: the others need no tracking (see `served`), and a scan
         // would protect them again, each next write then a fault of the kernel's own.
-        let mut pages: Vec<PageId> = self.scan_served.iter().copied().collect();
-        pages.sort_unstable();
+        let pages: Vec<PageId> = self.scan_served.iter().copied().collect();
         for p in ctx.take_scanned_writes(&pages) {
             self.stats.writes_scanned += 1;
             self.count_home_written(p);
