@@ -329,6 +329,10 @@ fn cvm_and_smi_allocation_sites_are_their_callers() {
     // page with the most remote faults; the runtime's own pages (its task queues, a couple of
     // faults each) may rank above it when the nodes seldom contend for the counters (often
     // only 3 remote faults: one node takes its locks before the other starts).
+    // That page is migratory when the nodes contended for its locks, and read-mostly (each
+    // node wrote it once) when one node finished its counters before the other began; the
+    // token ring's page is migratory in every run: its writes alternate between the nodes
+    // by construction, each under the ring's lock after a read.
     let top = v["top_remote_faults"]
         .as_array()
         .and_then(|t| {
@@ -340,7 +344,25 @@ fn cvm_and_smi_allocation_sites_are_their_callers() {
         })
         .unwrap_or_else(|| panic!("no page of the program among the top pages: {v:#}"));
     assert_eq!(top["allocated_at"], "main", "{v:#}");
-    assert_eq!(top["class"], "migratory", "{v:#}");
+    assert!(
+        top["class"] == "migratory" || top["class"] == "read-mostly",
+        "{v:#}"
+    );
+    let main_classes: Vec<&str> = pages(&v)
+        .iter()
+        .filter(|p| p["allocated_at"] == "main")
+        .filter_map(|p| p["class"].as_str())
+        .collect();
+    assert!(
+        main_classes.contains(&"migratory"),
+        "no migratory page allocated in main (the token ring's): {v:#}"
+    );
+    assert!(
+        main_classes
+            .iter()
+            .all(|c| *c == "migratory" || *c == "read-mostly"),
+        "{v:#}"
+    );
     assert!(v["locks"].as_array().is_some_and(|l| l.len() >= 2), "{v:#}");
 
     let smi = c_suite("smi", &["cc"]);
