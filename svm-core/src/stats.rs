@@ -176,6 +176,12 @@ pub struct Counters {
     pub spin_wakes: u64,
     /// The engine's empty non-blocking polls while it spun (`SVM_SPIN`).
     pub spin_polls: u64,
+    /// Messages from other nodes held back because they name collective pages this node has
+    /// not allocated yet, or whose home it has asked its directory for.
+    pub msgs_held_back: u64,
+    /// Messages taken while messages of their sender were held back, all of them for pages
+    /// this node has not allocated yet (`docs/c-api.md`, collective calls).
+    pub msgs_past_held_back: u64,
 }
 
 /// A snapshot of one node's statistics.
@@ -207,6 +213,13 @@ pub struct Stats {
     /// The engine's empty non-blocking polls while it spun for a waiting thread (`SVM_SPIN`);
     /// each yields the CPU.
     pub spin_polls: u64,
+    /// Messages from other nodes held back: they name collective pages this node has not
+    /// allocated yet (it is behind in the collective call sequence), or pages whose home it
+    /// has asked its directory for.
+    pub msgs_held_back: u64,
+    /// Messages taken ahead of held-back ones of the same sender, all of which named pages
+    /// this node had not allocated yet (`docs/c-api.md`, collective calls).
+    pub msgs_past_held_back: u64,
     pub barrier_wait: LatencySummary,
     pub twins_made: u64,
     pub diffs_created: u64,
@@ -299,6 +312,8 @@ impl Stats {
             fast_locks: c.fast_locks,
             spin_wakes: c.spin_wakes,
             spin_polls: c.spin_polls,
+            msgs_held_back: c.msgs_held_back,
+            msgs_past_held_back: c.msgs_past_held_back,
             barrier_wait: c.barrier_wait_ns.summary(),
             twins_made: c.twins_made,
             diffs_created: c.diffs_created,
@@ -399,8 +414,8 @@ impl fmt::Display for Stats {
         writeln!(f, "  lock fast path         acquires={}", self.fast_locks)?;
         writeln!(
             f,
-            "  engine                 spin_wakes={} spin_polls={}",
-            self.spin_wakes, self.spin_polls
+            "  engine                 spin_wakes={} spin_polls={} held_back={} past_held_back={}",
+            self.spin_wakes, self.spin_polls, self.msgs_held_back, self.msgs_past_held_back
         )?;
         lat(f, "barrier wait", &self.barrier_wait)?;
         for (k, m) in &self.messages {

@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use svm_tests::{example_path, run_example, run_example_with, serial, word_value, Job, Output};
+use svm_tests::{
+    example_path, run_example, run_example_with, run_svmrun_env, serial, word_value, Job, Output,
+};
 
 const COUNTER_ITERS: u64 = 200;
 const LITMUS_ROUNDS: u64 = 200;
@@ -389,6 +391,61 @@ cases!(touch_sparse {
 });
 
 // ---------------------------------------------------------------------------------------------
+// behind: a node behind in the collective calls takes a lock and a page sent after a request
+// for an allocation it has not made yet
+
+/// `behind 1000`: node 1, behind in the collective call sequence, waits for a lock and a page
+/// that node 0 sends after its request for a page of an allocation node 1 has not made yet.
+/// Node 1 must take both past that held-back request (`past_held_back=` of its statistics:
+/// held back at least 1, taken past it at least 2 — so the run did go through that path)
+/// and the job verify; before, node 1 waited for the lock until `SVM_TIMEOUT` (set to 60 s
+/// here, under the test's own deadline).
+fn behind(nodes: usize, fault: &str, protocol: &str) {
+    let _serial = serial();
+    let exe = example_path("behind");
+    let exe = exe.to_str().expect("non-UTF-8 target path");
+    let n = nodes.to_string();
+    let args = [
+        "-n",
+        &n,
+        "--fault",
+        fault,
+        "--protocol",
+        protocol,
+        "--timeout",
+        "60",
+        exe,
+        "1000",
+    ];
+    let out = run_svmrun_env(&args, &[("SVM_STATS", "1")], Duration::from_secs(120));
+    out.assert_success();
+    let line = only_line(&out, &["behind", "OK"]);
+    assert_eq!(word_value(line, "nodes"), Some(n.as_str()), "{out}");
+    let engine = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("[1]") && l.contains("past_held_back="))
+        .unwrap_or_else(|| panic!("no engine statistics of node 1\n{out}"));
+    let count = |key: &str| -> u64 {
+        word_value(engine, key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {engine:?}\n{out}"))
+    };
+    assert!(count("held_back") >= 1, "nothing was held back\n{out}");
+    assert!(
+        count("past_held_back") >= 2,
+        "the lock grant and the page did not pass the held-back request\n{out}"
+    );
+}
+
+cases!(behind {
+    behind_2_nodes_uffd_sc_sw => (2, "uffd", "sc-sw"),
+    behind_2_nodes_segv_sc_sw => (2, "segv", "sc-sw"),
+    behind_2_nodes_uffd_scope => (2, "uffd", "scope"),
+    behind_3_nodes_uffd_sc_mw => (3, "uffd", "sc-mw"),
+});
+
+// ---------------------------------------------------------------------------------------------
 // bad arguments: a usage line and exit status 2, before any job is joined
 
 #[test]
@@ -422,6 +479,8 @@ fn bad_arguments_give_usage_and_exit_2() {
         ("touch", &["0"]),
         ("touch", &["8", "--stride", "0"]),
         ("touch", &["8", "--threads"]),
+        ("behind", &["soon"]),
+        ("behind", &["1", "2"]),
     ];
     for (example, args) in cases {
         let exe = example_path(example);

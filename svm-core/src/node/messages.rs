@@ -60,16 +60,38 @@ impl Node {
         // of what else the two nodes sent.
         let directory = matches!(msg, Msg::HomeQuery { .. } | Msg::HomeIs { .. });
         if from != self.me && !directory {
-            if !st.deferred[from as usize].is_empty() {
+            let held = self.held_back(st, &msg);
+            if held || !self.may_pass_held_back(st, from, &msg) {
+                st.counters.msgs_held_back += 1;
                 st.deferred[from as usize].push_back((msg, data.to_vec()));
                 return Ok(());
             }
-            if self.held_back(st, &msg) {
-                st.deferred[from as usize].push_back((msg, data.to_vec()));
-                return Ok(());
+            if !st.deferred[from as usize].is_empty() {
+                st.counters.msgs_past_held_back += 1;
             }
         }
         self.dispatch(st, from, msg, data)
+    }
+
+    /// Whether `msg` (not held back itself) may be taken although messages of its sender are
+    /// held back: yes if none is, or if every one of them names a page of a collective
+    /// allocation this node has not made yet. No thread of this node can touch such a page
+    /// before this node makes that allocation, and making it takes every held-back message
+    /// first (`retry_deferred`), in the order they came; so what this node does in between
+    /// cannot tell that they came before `msg`. Without this, a lock grant or a page a thread
+    /// here waits for, sent after such a request of a node that ran ahead into the new
+    /// allocation, would wait for this node to make it — which its thread may do only once
+    /// it has that lock or page (`docs/c-api.md`, collective calls). A message held back for a
+    /// directory's answer keeps everything behind it (the page is allocated here, and a thread
+    /// may be using it), and so does the sender's goodbye (nothing comes after it).
+    fn may_pass_held_back(&self, st: &EngineState, from: NodeId, msg: &Msg) -> bool {
+        let queue = &st.deferred[from as usize];
+        queue.is_empty()
+            || (!matches!(msg, Msg::Goodbye)
+                && queue.iter().all(|(m, _)| match m {
+                    Msg::Proto { msg: pm, .. } => self.space.is_unknown_collective(pm.page()),
+                    _ => false,
+                }))
     }
 
     /// Whether a protocol message from another node must wait (with everything that node sends
