@@ -94,13 +94,14 @@ impl Node {
                 }))
     }
 
-    /// Whether a protocol message from another node must wait (with everything that node sends
-    /// after it) before the protocol sees it: its page lies in a collective allocation this
-    /// node has not made yet, or is a first-touch page whose home this node has asked its
-    /// directory for and not yet heard. The second happens in jobs of three or more nodes:
-    /// the directory tells this node and a third that this node is the home, and the third's
-    /// request can arrive before the directory's answer; taken at once, it would reach a
-    /// protocol that does not yet know it is the page's home.
+    /// Whether a protocol message from another node must wait (with what that node sends after
+    /// it, except what [`Node::may_pass_held_back`] lets through) before the protocol sees it:
+    /// its page lies in a collective allocation this node has not made yet, or is a
+    /// first-touch page whose home this node has asked its directory for and not yet heard.
+    /// The second happens in jobs of three or more nodes: the directory tells this node and a
+    /// third that this node is the home, and the third's request can arrive before the
+    /// directory's answer; taken at once, it would reach a protocol that does not yet know it
+    /// is the page's home.
     fn held_back(&self, st: &EngineState, msg: &Msg) -> bool {
         let Msg::Proto { msg: pm, .. } = msg else {
             return false;
