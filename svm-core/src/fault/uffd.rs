@@ -174,12 +174,20 @@ impl UffdBackend {
             .is_some_and(|(_, e)| addr + len <= e)
     }
 
-    /// Whether some part of `[addr, addr + len)` is scanned.
-    fn any_scanned(&self, addr: usize, len: usize) -> bool {
-        self.scan.as_ref().is_some_and(|t| {
-            let end = addr + len;
-            t.ranges().iter().any(|&(s, e)| s < end && addr < e)
-        })
+    /// The userfaultfd all of `[addr, addr + len)` is registered with, or None where the
+    /// range straddles a scanned range's edge (one lookup: this is on the fault path).
+    fn single_uffd(&self, addr: usize, len: usize) -> Option<&Uffd> {
+        let Some(t) = &self.scan else {
+            return Some(&self.uffd);
+        };
+        let ranges = t.ranges();
+        let end = addr + len;
+        let i = ranges.partition_point(|&(_, e)| e <= addr);
+        match ranges.get(i) {
+            Some(&(s, e)) if s <= addr => (end <= e).then_some(&t.uffd),
+            Some(&(s, _)) => (end <= s).then_some(&self.uffd),
+            None => Some(&self.uffd),
+        }
     }
 
     fn write_protect(&self, addr: usize, len: usize, protect: bool) -> Result<(), SysError> {
@@ -491,11 +499,12 @@ impl UffdBackend {
         let src = data.unwrap_or(&self.zero[..len.min(self.page_size)]);
         // One call for the whole range; if some page is present already (a racing install),
         // the copy stopped there: page by page, making the protection of present pages right.
-        if src.len() == len
-            && (self.scan.is_none() || self.all_scanned(addr, len) || !self.any_scanned(addr, len))
-            && self.uffd_at(addr).copy(addr, src, read_only)?
-        {
-            return Ok(());
+        if src.len() == len {
+            if let Some(uffd) = self.single_uffd(addr, len) {
+                if uffd.copy(addr, src, read_only)? {
+                    return Ok(());
+                }
+            }
         }
         for off in (0..len).step_by(self.page_size) {
             let chunk = &src[off.min(src.len())..(off + self.page_size).min(src.len())];
