@@ -82,7 +82,7 @@ fn probe_scan(uffd: &Uffd, pagemap: &Pagemap) -> bool {
     let Ok(page) = crate::sys::uffd::ProbePage::map() else {
         return false;
     };
-    let (addr, len) = (page.addr(), page.len());
+    let (addr, len) = (page.addr(), page.size());
     // Present before it is registered: a missing-page fault here would wait for an event
     // nobody reads.
     page.touch();

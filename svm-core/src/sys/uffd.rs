@@ -353,10 +353,8 @@ pub struct Pagemap {
 
 impl Pagemap {
     pub fn open() -> Result<Pagemap, SysError> {
-        let file = std::fs::File::open("/proc/self/pagemap").map_err(|e| SysError::Call {
-            call: "open(/proc/self/pagemap)",
-            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-        })?;
+        let file = std::fs::File::open("/proc/self/pagemap")
+            .map_err(super::window::io_err("open(/proc/self/pagemap)"))?;
         Ok(Pagemap { file })
     }
 
@@ -444,12 +442,9 @@ impl ProbePage {
         self.addr
     }
 
-    pub fn len(&self) -> usize {
+    /// Its size: one page.
+    pub fn size(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Writes the page's first byte. The caller makes sure the write cannot wait for a

@@ -487,7 +487,7 @@ impl Window {
 }
 
 /// Maps an I/O error of a system call to a [`SysError`].
-fn io_err(call: &'static str) -> impl Fn(std::io::Error) -> SysError {
+pub(super) fn io_err(call: &'static str) -> impl Fn(std::io::Error) -> SysError {
     move |e| SysError::Call {
         call,
         errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
