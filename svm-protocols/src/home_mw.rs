@@ -406,10 +406,13 @@ impl HomeMw {
                     return;
                 }
                 self.note_fetched(ctx, page);
-                if ctx.writes_scanned(page) {
+                let first_serve = self.served.insert(page);
+                // Asked once per page (the backend looks the address up): whether a page's
+                // writes are scanned is fixed when its region is allocated.
+                if first_serve && ctx.writes_scanned(page) {
                     self.scan_served.insert(page);
                 }
-                if self.served.insert(page) && self.page(page).access == Access::Write {
+                if first_serve && self.page(page).access == Access::Write {
                     // From now on the home's writes must be seen (see `served`). Lowered
                     // before the copy is read, so the copy holds every write so far.
                     self.set_access(page, Access::Read, out);
