@@ -70,6 +70,34 @@ impl Node {
                         self.apply_access(st, q, access, present)?;
                     }
                 }
+                Action::SetAccess { page, access } if self.lowers_present(st, page, access) => {
+                    // A run of present pages lowered together (sc-sw's grants around a
+                    // request, each page lowered to read-only, read into its grant, then
+                    // dropped): one backend call, so one TLB shoot-down, for the run.
+                    let old = st.pages.access(page);
+                    let mut n = 1;
+                    while let Some(Action::SetAccess { page: q, access: a }) = actions.peek() {
+                        if *q != page + n
+                            || *a != access
+                            || st.pages.access(*q) != old
+                            || !self.lowers_present(st, *q, access)
+                        {
+                            break;
+                        }
+                        n += 1;
+                        actions.next();
+                    }
+                    let addr = self.space.page_addr(page);
+                    let present = self
+                        .backend
+                        .set_access(addr, n as usize * ps, old, access, true, None)
+                        .map_err(EngineError::system(|| {
+                            format!("setting pages {page}..{} to {access:?}", page + n)
+                        }))?;
+                    for q in page..page + n {
+                        self.apply_access(st, q, access, present)?;
+                    }
+                }
                 Action::SetAccess { page, access } => {
                     let addr = self.space.page_addr(page);
                     let old = st.pages.access(page);
@@ -180,6 +208,22 @@ impl Node {
             }
         }
         Ok(())
+    }
+
+    /// Whether setting `page` to `access` lowers a page present in the application mapping
+    /// (write to read-only, or any access to none) with nothing else to do: no contents held
+    /// aside, no profile to record. Such pages may join a run lowered with one backend call.
+    fn lowers_present(&self, st: &EngineState, page: PageId, access: Access) -> bool {
+        let old = st.pages.access(page);
+        let lowers = match access {
+            Access::None => old != Access::None,
+            Access::Read => old == Access::Write,
+            Access::Write => false,
+        };
+        lowers
+            && !crate::profile::on()
+            && !st.shadows.contains_key(&page)
+            && st.pages.get(page).is_some_and(|e| e.present)
     }
 
     /// Whether raising `page` to `access` only materializes a zero page nobody waits for (it
