@@ -490,6 +490,7 @@ impl HomeMw {
             | ProtoMsg::FwdExclusive { .. }
             | ProtoMsg::GrantExclusive { .. }
             | ProtoMsg::ExclusiveUnused { .. }
+            | ProtoMsg::ExclusiveWritten { .. }
             | ProtoMsg::Dropped { .. }
             | ProtoMsg::DropAck { .. }
             | ProtoMsg::AheadAsk { .. }

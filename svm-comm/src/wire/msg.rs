@@ -135,6 +135,9 @@ pub enum ProtoMsg {
     /// New home → old home: the [`ProtoMsg::HomeMoved`] of `page` is done; no diff of the
     /// page comes to the old home after this message.
     HomeTaken { page: PageId },
+    /// Owner → manager (sc-sw): a page the manager granted around a request (an exclusive
+    /// copy nobody here asked for, at the manager's barrier) was written here.
+    ExclusiveWritten { page: PageId },
 }
 
 /// A write notice travelling with a lock's token.
@@ -249,7 +252,8 @@ impl ProtoMsg {
             | ProtoMsg::AheadAsk { page, .. }
             | ProtoMsg::AheadCopy { page }
             | ProtoMsg::HomeMoved { page, .. }
-            | ProtoMsg::HomeTaken { page } => *page,
+            | ProtoMsg::HomeTaken { page }
+            | ProtoMsg::ExclusiveWritten { page } => *page,
         }
     }
 
@@ -331,6 +335,7 @@ impl Msg {
                 ProtoMsg::AheadCopy { .. } => "ahead_copy",
                 ProtoMsg::HomeMoved { .. } => "home_moved",
                 ProtoMsg::HomeTaken { .. } => "home_taken",
+                ProtoMsg::ExclusiveWritten { .. } => "exclusive_written",
             },
             Msg::Sync(s) => match s {
                 SyncMsg::LockAcquire { .. } => "lock_acquire",

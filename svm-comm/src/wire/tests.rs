@@ -315,6 +315,7 @@ fn one_proto_msg_of_each_kind() -> Vec<ProtoMsg> {
             copy_kept: true,
         },
         ProtoMsg::HomeTaken { page: 1 },
+        ProtoMsg::ExclusiveWritten { page: 1 },
     ];
     for m in &all {
         match m {
@@ -337,7 +338,8 @@ fn one_proto_msg_of_each_kind() -> Vec<ProtoMsg> {
             | ProtoMsg::AheadAsk { .. }
             | ProtoMsg::AheadCopy { .. }
             | ProtoMsg::HomeMoved { .. }
-            | ProtoMsg::HomeTaken { .. } => {}
+            | ProtoMsg::HomeTaken { .. }
+            | ProtoMsg::ExclusiveWritten { .. } => {}
         }
     }
     all
