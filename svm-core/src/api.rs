@@ -293,6 +293,7 @@ fn start_node(factory: ProtocolFactory, opts: InitOptions, joining: &mut bool) -
         flush_after_ns: cfg.flush_after_us * 1000,
         push: cfg.push,
         home_migration: cfg.home_migration,
+        grant_around: cfg.grant_around,
     };
     let protocols: Vec<Option<Box<dyn Protocol>>> = crate::protocol::PROTOCOL_NAMES
         .iter()

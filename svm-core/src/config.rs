@@ -73,6 +73,11 @@ pub struct Config {
     /// long before giving it up to a node of higher rank (ends at the node's next release or
     /// barrier); default [`DEFAULT_HOLD_US`], 0 = off.
     pub hold_us: u64,
+    /// `SVM_GRANT_AROUND`: `sc-sw`'s grants around a request at a barrier — a manager whose
+    /// node waits at a barrier grants a node that keeps asking it for write access the idle
+    /// pages of the aligned block of this many pages around each page asked for; default
+    /// [`DEFAULT_GRANT_AROUND`], 0 or 1 = off.
+    pub grant_around: usize,
     /// `SVM_FLUSH_AFTER_US`: `sc-mw`'s bounded visibility, in µs — writes not yet flushed
     /// reach their homes (and the other copies are invalidated) at the latest this long after
     /// the first of them, whether or not the node releases; default
@@ -126,6 +131,9 @@ pub struct Config {
 
 /// The default of `SVM_HOLD_US`; measurements in docs/protocols.md.
 pub const DEFAULT_HOLD_US: u64 = 10_000;
+
+/// The default of `SVM_GRANT_AROUND` (pages); measurements in docs/protocols.md.
+pub const DEFAULT_GRANT_AROUND: u64 = 64;
 
 /// The default of `SVM_FLUSH_AFTER_US`; measurements in docs/protocols.md.
 pub const DEFAULT_FLUSH_AFTER_US: u64 = 1000;
@@ -423,6 +431,12 @@ impl Config {
         }
         let fault_around = at_most("SVM_FAULT_AROUND", 64, 4096, "a page count")? as usize;
         let hold_us = at_most("SVM_HOLD_US", DEFAULT_HOLD_US, 1_000_000, "microseconds")?;
+        let grant_around = at_most(
+            "SVM_GRANT_AROUND",
+            DEFAULT_GRANT_AROUND,
+            4096,
+            "a page count",
+        )? as usize;
         let flush_after_us = at_most(
             "SVM_FLUSH_AFTER_US",
             DEFAULT_FLUSH_AFTER_US,
@@ -468,6 +482,7 @@ impl Config {
             prefetch,
             fault_around,
             hold_us,
+            grant_around,
             flush_after_us,
             release_delay_us,
             protocol,
@@ -600,6 +615,21 @@ mod tests {
         );
         says(&[("SVM_HOLD_US", "1000001")], "SVM_HOLD_US", "microseconds");
         says(&[("SVM_HOLD_US", "-5")], "SVM_HOLD_US", "microseconds");
+        assert_eq!(
+            cfg(&[]).unwrap().grant_around,
+            DEFAULT_GRANT_AROUND as usize
+        );
+        assert_eq!(cfg(&[("SVM_GRANT_AROUND", "0")]).unwrap().grant_around, 0);
+        says(
+            &[("SVM_GRANT_AROUND", "4097")],
+            "SVM_GRANT_AROUND",
+            "page count",
+        );
+        says(
+            &[("SVM_GRANT_AROUND", "all")],
+            "SVM_GRANT_AROUND",
+            "page count",
+        );
         says(&[("SVM_PUSH", "on")], "SVM_PUSH", "0 or 1");
         says(&[("SVM_LOCK_PAGES", "yes")], "SVM_LOCK_PAGES", "0 or 1");
     }

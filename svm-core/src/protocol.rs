@@ -209,6 +209,11 @@ pub struct ProtocolStats {
     /// Pages asked for along with the page before them, because the two were asked for one
     /// after the other before (sc-sw's remembered pairs).
     pub pages_paired: u64,
+    /// Pages this manager granted a node around its write request while this node waited at
+    /// a barrier (sc-sw, `SVM_GRANT_AROUND`).
+    pub pages_granted_around: u64,
+    /// Of those, pages given back unwritten (sc-sw, `SVM_GRANT_AROUND`).
+    pub granted_around_unwritten: u64,
     /// Remembered pairs forgotten because the page asked for along with the one before was
     /// taken by another node before this node wrote it.
     pub pairs_dropped: u64,
@@ -519,6 +524,11 @@ pub struct ProtocolOptions {
     /// a barrier, a home hands each page only the other node wrote since the last barrier to
     /// that node. See docs/protocols.md.
     pub home_migration: bool,
+    /// Grants around a request at a barrier (`SVM_GRANT_AROUND`; sc-sw): a manager whose node
+    /// waits at a barrier grants a node that keeps asking it for write access the idle pages
+    /// of the aligned block of this many pages around each page asked for; 0 or 1 = off. See
+    /// docs/protocols.md.
+    pub grant_around: usize,
 }
 
 /// Fault-around sizing for one protocol instance: a walk's window starts at

@@ -138,6 +138,11 @@ pub struct Counters {
     pub migratory_upgrades: u64,
     /// Pages asked for along with the page before them (sc-sw's remembered pairs).
     pub pages_paired: u64,
+    /// Pages this node, as a manager waiting at a barrier, granted a node around its write
+    /// request (sc-sw, `SVM_GRANT_AROUND`).
+    pub pages_granted_around: u64,
+    /// Of those, pages given back unwritten (sc-sw, `SVM_GRANT_AROUND`).
+    pub granted_around_unwritten: u64,
     /// Remembered pairs forgotten: the page asked for early was taken unwritten.
     pub pairs_dropped: u64,
     /// Requests for a page kept waiting by its holder's minimum hold (sc-sw, `SVM_HOLD_US`).
@@ -241,6 +246,10 @@ pub struct Stats {
     /// Pages this node asked for along with the page before them, because it had asked for
     /// the two one after the other before (sc-sw's remembered pairs).
     pub pages_paired: u64,
+    /// Pages granted around a write request at a barrier (sc-sw, `SVM_GRANT_AROUND`).
+    pub pages_granted_around: u64,
+    /// Pages granted around and given back unwritten.
+    pub granted_around_unwritten: u64,
     /// Remembered pairs this node forgot because the page it asked for early was taken by
     /// another node before it wrote it.
     pub pairs_dropped: u64,
@@ -326,6 +335,8 @@ impl Stats {
             pages_written_ahead: c.pages_written_ahead,
             migratory_upgrades: c.migratory_upgrades,
             pages_paired: c.pages_paired,
+            pages_granted_around: c.pages_granted_around,
+            granted_around_unwritten: c.granted_around_unwritten,
             pairs_dropped: c.pairs_dropped,
             requests_held: c.requests_held,
             hold_probe_rewrites: c.hold_probe_rewrites,
@@ -372,7 +383,7 @@ impl fmt::Display for Stats {
         lat(f, "write fault service", &self.write_fault_latency)?;
         writeln!(
             f,
-            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} held={} kept_unused={} pushed={} dropped={} lock_pages={} kept_for_lock={} hold_rewrites={} holds_unwritten={}",
+            "  pages                  fetched={} ({} bytes) served={} invalidations={} faulted_around={} read_ahead={} written_ahead={} migratory={} paired={} pairs_dropped={} granted_around={} around_unwritten={} held={} kept_unused={} pushed={} dropped={} lock_pages={} kept_for_lock={} hold_rewrites={} holds_unwritten={}",
             self.pages_fetched,
             self.bytes_fetched,
             self.pages_served,
@@ -383,6 +394,8 @@ impl fmt::Display for Stats {
             self.migratory_upgrades,
             self.pages_paired,
             self.pairs_dropped,
+            self.pages_granted_around,
+            self.granted_around_unwritten,
             self.requests_held,
             self.requests_kept_unused,
             self.pages_pushed,

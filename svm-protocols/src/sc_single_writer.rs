@@ -29,6 +29,8 @@ mod hold;
 use hold::{Holds, Probe};
 #[path = "sc_single_writer_ahead.rs"]
 mod ahead;
+#[path = "sc_single_writer_around.rs"]
+mod around;
 #[path = "sc_single_writer_grants.rs"]
 mod grants;
 #[path = "sc_single_writer_manager.rs"]
@@ -39,6 +41,7 @@ mod pairs;
 mod push;
 
 use ahead::Stream;
+use around::GrantAround;
 use pairs::Pair;
 
 /// A set of nodes (a growable bitset: one bit per node, any node count).
@@ -113,6 +116,10 @@ struct NodePage {
     /// access asked for so is installed read-only and exclusive: the first write takes it
     /// here and shows the pair was worth it; losing the page unwritten forgets the pair.
     paired: bool,
+    /// Came exclusive and unasked: granted around another request while its manager waited
+    /// at a barrier (`sc_single_writer_around.rs`). The first write here tells the manager
+    /// (`ProtoMsg::ExclusiveWritten`), as giving it up unwritten does (`ExclusiveUnused`).
+    around: bool,
     /// The release epoch (see [`ScSingleWriter::epoch`]) in which another node last took
     /// this node's access to the page: write access regained in the same epoch means two
     /// nodes write the page between two synchronisations (false sharing, or a race), and the
@@ -283,6 +290,9 @@ pub struct ScSingleWriter {
     /// again: pushed copies had through a whole phase (since the departure before the last),
     /// and copies fetched in this phase (`NodePage::drop_after_use`).
     drop_at_arrival: BTreeSet<PageId>,
+    /// Manager: grants around write requests while this node waits at a barrier
+    /// (`sc_single_writer_around.rs`).
+    around: GrantAround,
     stats: ProtocolStats,
 }
 
@@ -323,6 +333,21 @@ impl ScSingleWriter {
         self
     }
 
+    /// With grants around write requests while this node waits at a barrier, in aligned
+    /// blocks of `pages` pages (`sc_single_writer_around.rs`; 0 or 1 = off).
+    pub fn with_grant_around(self, pages: usize) -> Self {
+        self.with_grant_around_after(pages, around::AROUND_AFTER_REQUESTS)
+    }
+
+    /// As [`ScSingleWriter::with_grant_around`], granting around once a node made `requests`
+    /// write requests since this node's barrier arrival (the default is 4; the conformance
+    /// suite grants from the first, to reach the case in its short programs).
+    pub fn with_grant_around_after(mut self, pages: usize, requests: u32) -> Self {
+        self.around.block = pages as u64;
+        self.around.after_requests = requests;
+        self
+    }
+
     /// No node has dealt with `page`: this node never touched it and, if it is the home, no
     /// request for it ever reached the manager.
     fn untouched(&self, page: PageId) -> bool {
@@ -338,6 +363,7 @@ impl ScSingleWriter {
             upgrade_wanted: false,
             exclusive: false,
             paired: false,
+            around: false,
             lost_in: None,
             drop_pending: false,
             pushed_copy: false,
@@ -430,7 +456,9 @@ impl ScSingleWriter {
             ProtoMsg::WriteReq { page } => self.mgr_request(ctx, page, from, Access::Write, out),
             ProtoMsg::InvalAck { page } => self.mgr_inval_ack(ctx, page, out),
             ProtoMsg::Done { page } => self.mgr_done(ctx, page, from, out),
+            ProtoMsg::ExclusiveWritten { page } => self.around_written(page),
             ProtoMsg::ExclusiveUnused { page } => {
+                self.around_unwritten(page);
                 if let Some(m) = self.managed.get_mut(&page) {
                     m.migratory = 0;
                 }
@@ -508,7 +536,15 @@ impl ScSingleWriter {
                 self.note_fetched_copy(ctx, page);
             }
             ProtoMsg::GrantExclusive { page, with_data } => {
-                self.install_grant(ctx, page, Access::Read, with_data, true, from, out)
+                let unasked = self
+                    .pages
+                    .get(&page)
+                    .is_none_or(|np| np.outstanding.is_none());
+                self.install_grant(ctx, page, Access::Read, with_data, true, from, out);
+                if unasked {
+                    let np = self.node_page(ctx, page);
+                    np.around = np.exclusive;
+                }
             }
             ProtoMsg::AheadAsk { page, count } => {
                 self.send_ahead_copies(ctx, page, count, from, out)
@@ -532,6 +568,7 @@ impl ScSingleWriter {
     fn exclusive_given_up(&mut self, ctx: &dyn Context, page: PageId, out: &mut Vec<Action>) {
         self.forget_unused_pair(ctx, page);
         let np = self.node_page(ctx, page);
+        np.around = false;
         if std::mem::take(&mut np.exclusive) {
             np.exclusive_written = 0;
             np.trusted_installs = 0;
@@ -648,6 +685,7 @@ impl Protocol for ScSingleWriter {
 
     fn on_barrier_arrive(&mut self, ctx: &dyn Context, token: u64, out: &mut Vec<Action>) {
         self.end_holds(ctx, out);
+        self.around.arrived();
         self.arrivals += 1;
         self.drop_consumed(ctx, out);
         self.push_written(ctx, out);
@@ -664,6 +702,7 @@ impl Protocol for ScSingleWriter {
         _notices: &[PageId],
         out: &mut Vec<Action>,
     ) {
+        self.around.departed();
         let next = std::mem::take(&mut self.drop_after_next);
         self.drop_at_arrival.extend(next);
         self.regain_dropped(ctx, out);
@@ -767,6 +806,8 @@ impl Protocol for ScSingleWriter {
         self.fault_around = FaultAround::new(opts.fault_around);
         self.holds.hold_ns = opts.hold_ns;
         self.push = opts.push;
+        self.around.block = opts.grant_around as u64;
+        self.around.after_requests = around::AROUND_AFTER_REQUESTS;
     }
 
     fn describe(&self, page: PageId) -> String {
@@ -807,3 +848,7 @@ mod push_tests;
 #[cfg(test)]
 #[path = "sc_single_writer_ahead_tests.rs"]
 mod ahead_tests;
+
+#[cfg(test)]
+#[path = "sc_single_writer_around_tests.rs"]
+mod around_tests;

@@ -162,6 +162,10 @@ impl ScSingleWriter {
         let np = self.node_page(ctx, page);
         np.exclusive = false;
         np.exclusive_written = np.exclusive_written.saturating_add(1);
+        if std::mem::take(&mut np.around) {
+            let home = ctx.home(page);
+            self.send(ctx, home, ProtoMsg::ExclusiveWritten { page }, None, out);
+        }
         self.stats.migratory_upgrades += 1;
         self.set_access(ctx, page, Access::Write, out);
         self.maybe_hold(ctx, page);

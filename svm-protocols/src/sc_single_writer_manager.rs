@@ -30,6 +30,9 @@ impl ScSingleWriter {
             }
         }
         self.mgr_advance(ctx, page, out);
+        if kind == Access::Write && from != ctx.me() {
+            self.grant_around(ctx, page, from, out);
+        }
     }
 
     /// Counts a request that waits for `keep`.
@@ -277,6 +280,8 @@ impl ScSingleWriter {
         let m = self.managed_page(ctx, page);
         match m.busy {
             Some(Busy::AwaitDone { requester, kind }) if requester == from => {
+                self.around_moved_on(page);
+                let m = self.managed_page(ctx, page);
                 if kind == Access::Write {
                     m.owner = from;
                     m.copyset.clear();

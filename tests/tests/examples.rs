@@ -446,6 +446,61 @@ cases!(behind {
 });
 
 // ---------------------------------------------------------------------------------------------
+// scatter: a manager waiting at a barrier grants a writer the pages around its requests
+
+/// `scatter 256 3`: node 0, home of the array, writes its words of every page and waits at
+/// the barrier while the other nodes write theirs in a scrambled page order. Every word of
+/// every node must survive every round. Under sc-sw node 0 grants the writers the pages
+/// around their requests (`granted_around=` of its statistics above 0, `SVM_GRANT_AROUND`),
+/// unless that is set to 0; the multiple-writer protocols never do.
+fn scatter(nodes: usize, fault: &str, protocol: &str, grant_around: Option<&str>) {
+    let _serial = serial();
+    let exe = example_path("scatter");
+    let exe = exe.to_str().expect("non-UTF-8 target path");
+    let n = nodes.to_string();
+    let args = [
+        "-n",
+        &n,
+        "--fault",
+        fault,
+        "--protocol",
+        protocol,
+        exe,
+        "256",
+        "3",
+    ];
+    let mut env = vec![("SVM_STATS", "1")];
+    if let Some(g) = grant_around {
+        env.push(("SVM_GRANT_AROUND", g));
+    }
+    let out = run_svmrun_env(&args, &env, Duration::from_secs(120));
+    out.assert_success();
+    let line = only_line(&out, &["scatter", "OK"]);
+    assert_eq!(word_value(line, "nodes"), Some(n.as_str()), "{out}");
+    let stats = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("[0]") && l.contains("granted_around="))
+        .unwrap_or_else(|| panic!("no page statistics of node 0\n{out}"));
+    let granted: u64 = word_value(stats, "granted_around")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no granted_around in {stats:?}\n{out}"));
+    if protocol == "sc-sw" && grant_around != Some("0") {
+        assert!(granted > 0, "node 0 granted nothing around\n{out}");
+    } else {
+        assert_eq!(granted, 0, "pages granted around\n{out}");
+    }
+}
+
+cases!(scatter {
+    scatter_2_nodes_uffd_sc_sw => (2, "uffd", "sc-sw", None),
+    scatter_2_nodes_segv_sc_sw => (2, "segv", "sc-sw", None),
+    scatter_3_nodes_uffd_sc_sw => (3, "uffd", "sc-sw", None),
+    scatter_2_nodes_uffd_sc_sw_off => (2, "uffd", "sc-sw", Some("0")),
+    scatter_2_nodes_uffd_sc_mw => (2, "uffd", "sc-mw", None),
+});
+
+// ---------------------------------------------------------------------------------------------
 // bad arguments: a usage line and exit status 2, before any job is joined
 
 #[test]
@@ -456,6 +511,9 @@ fn bad_arguments_give_usage_and_exit_2() {
         ("counter", &["1", "2"]),
         ("counter", &["10", "--fast"]),
         ("jacobi", &["abc"]),
+        ("scatter", &["100"]),
+        ("scatter", &["256", "0"]),
+        ("scatter", &["256", "3", "x"]),
         ("jacobi", &["2"]),
         ("jacobi", &["64", "10", "--frobnicate"]),
         ("pagefault", &["0"]),

@@ -246,6 +246,8 @@ impl Node {
             c.pages_written_ahead += ps.pages_written_ahead;
             c.migratory_upgrades += ps.migratory_upgrades;
             c.pages_paired += ps.pages_paired;
+            c.pages_granted_around += ps.pages_granted_around;
+            c.granted_around_unwritten += ps.granted_around_unwritten;
             c.pairs_dropped += ps.pairs_dropped;
             c.requests_held += ps.requests_held;
             c.hold_probe_rewrites += ps.hold_probe_rewrites;

@@ -166,6 +166,8 @@ impl Sim for EngineCluster {
         let st = self.stats(node);
         ProtocolStats {
             pages_paired: st.pages_paired,
+            pages_granted_around: st.pages_granted_around,
+            granted_around_unwritten: st.granted_around_unwritten,
             migratory_upgrades: st.migratory_upgrades,
             requests_held: st.requests_held,
             hold_probe_rewrites: st.hold_probe_rewrites,

@@ -77,6 +77,10 @@ macro_rules! conformance_suite {
                 super::paired_rows::<Cluster>(&SUBJECT)
             }
             #[test]
+            fn scattered_writes_at_a_barrier() {
+                super::scattered_writes_at_a_barrier::<Cluster>(&SUBJECT);
+            }
+            #[test]
             fn home_reads_pages_others_wrote() {
                 super::home_reads_pages_others_wrote::<Cluster>(&SUBJECT)
             }
@@ -146,6 +150,10 @@ macro_rules! conformance_suite {
                 #[test]
                 fn paired_rows() {
                     super::super::paired_rows::<EngineCluster>(&SUBJECT)
+                }
+                #[test]
+                fn scattered_writes_at_a_barrier() {
+                    super::super::scattered_writes_at_a_barrier::<EngineCluster>(&SUBJECT);
                 }
                 #[test]
                 fn home_reads_pages_others_wrote() {
@@ -274,7 +282,8 @@ fn sc_sw_all_options(_: NodeId) -> Box<dyn Protocol> {
         svm_protocols::ScSingleWriter::with_prefetch(3)
             .with_fault_around(4)
             .with_hold(HOLD_NS)
-            .with_push(),
+            .with_push()
+            .with_grant_around_after(4, 1),
     )
 }
 
@@ -285,9 +294,26 @@ const HOLD_NS: u64 = 40_000;
 // sc-sw with every option on, as `svmrun` runs it: read-ahead, fault-around, the minimum
 // hold (`SVM_HOLD_US`: a page written again after another node took it since the last
 // release is kept a while from nodes of higher rank; their requests wait for the hold's end
-// or the holder's release) and the producer–consumer push at barrier
-// arrivals (`SVM_PUSH`).
+// or the holder's release), the producer–consumer push at barrier arrivals (`SVM_PUSH`) and
+// grants around a request at a barrier (`SVM_GRANT_AROUND`; here from a node's first write
+// request after the arrival, in blocks of 4 pages, so the suite's short programs reach it).
 conformance_suite!(sc_sw_all_options, SC_SW_ALL_OPTIONS);
+
+/// With every option on, the manager waiting at the barrier of
+/// `scattered_writes_at_a_barrier` does grant pages around requests: on both simulators.
+#[test]
+fn sc_sw_grants_pages_around_scattered_writes_at_a_barrier() {
+    let s = SC_SW_ALL_OPTIONS;
+    for (kind, granted) in [
+        ("model", scattered_writes_at_a_barrier::<Cluster>(&s)),
+        ("engine", scattered_writes_at_a_barrier::<EngineCluster>(&s)),
+    ] {
+        assert!(
+            granted > 0,
+            "sc-sw ({kind} simulator): no page was granted around a request at a barrier"
+        );
+    }
+}
 
 const SC_SW_ALL_OPTIONS: Subject = Subject {
     name: "sc-sw",
