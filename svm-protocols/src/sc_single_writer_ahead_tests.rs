@@ -3,27 +3,14 @@
 //! every page, node 1 owns the pages it wrote, node 2 asks for some of them meanwhile.
 
 use super::*;
-use crate::test_actions::{installs, sent};
-use svm_core::protocol::StaticContext;
-
-fn ctx(me: NodeId) -> StaticContext<impl Fn(PageId) -> NodeId> {
-    StaticContext {
-        me,
-        nodes: 3,
-        homes: |_| 0,
-    }
-}
+use crate::test_actions::{fault_at, installs, message_at, sent};
 
 fn fault(p: &mut ScSingleWriter, me: NodeId, page: PageId, a: Access) -> Vec<Action> {
-    let mut out = Vec::new();
-    p.on_fault(&ctx(me), page, a, &mut out);
-    out
+    fault_at(p, (me, 3), page, a)
 }
 
 fn msg(p: &mut ScSingleWriter, me: NodeId, from: NodeId, m: ProtoMsg) -> Vec<Action> {
-    let mut out = Vec::new();
-    p.on_message(&ctx(me), from, &m, 0, &mut out);
-    out
+    message_at(p, (me, 3), from, m)
 }
 
 /// The home (node 0) and node 1, which wrote `pages`: node 1 owns them, writable.

@@ -2,36 +2,24 @@
 //! without a cluster.
 
 use super::*;
-use svm_core::protocol::StaticContext;
-
-fn ctx(me: NodeId) -> StaticContext<impl Fn(PageId) -> NodeId> {
-    StaticContext {
-        me,
-        nodes: 2,
-        homes: |_| 0,
-    }
-}
+use crate::test_actions::{fault_at, homed_on_0, message_at};
 
 fn fault(p: &mut ScSingleWriter, me: NodeId, page: PageId, a: Access) -> Vec<Action> {
-    let mut out = Vec::new();
-    p.on_fault(&ctx(me), page, a, &mut out);
-    out
+    fault_at(p, (me, 2), page, a)
 }
 
 fn msg(p: &mut ScSingleWriter, me: NodeId, from: NodeId, m: ProtoMsg) -> Vec<Action> {
-    let mut out = Vec::new();
-    p.on_message(&ctx(me), from, &m, 0, &mut out);
-    out
+    message_at(p, (me, 2), from, m)
 }
 
 fn arrive(p: &mut ScSingleWriter) {
     let mut out = Vec::new();
-    p.on_barrier_arrive(&ctx(0), 1, &mut out);
+    p.on_barrier_arrive(&homed_on_0(0, 2), 1, &mut out);
 }
 
 fn depart(p: &mut ScSingleWriter) {
     let mut out = Vec::new();
-    p.on_barrier_depart(&ctx(0), 2, &[], &mut out);
+    p.on_barrier_depart(&homed_on_0(0, 2), 2, &[], &mut out);
 }
 
 fn write_req(p: &mut ScSingleWriter, page: PageId) -> Vec<Action> {
@@ -196,8 +184,9 @@ fn the_manager_counts_pages_written_where_it_granted_them_around() {
     assert_eq!((t.unresolved, t.written, t.unwritten), (1, 2, 1));
 }
 
-#[test]
-fn a_node_that_gives_pages_granted_around_back_unwritten_gets_none_around_again() {
+/// The home (node 0), blocks of 32, having written pages 0..128 and granted node 1 the 28
+/// pages around its requests for pages 0..4 at a barrier it has departed from since.
+fn home_that_granted_28_around() -> (ScSingleWriter, Vec<PageId>) {
     let mut h = ScSingleWriter::with_prefetch(0).with_grant_around(32);
     for q in 0..128 {
         fault(&mut h, 0, q, Access::Write);
@@ -207,8 +196,14 @@ fn a_node_that_gives_pages_granted_around_back_unwritten_gets_none_around_again(
         write_req(&mut h, q);
     }
     let granted = around(&write_req(&mut h, 3));
-    assert_eq!(granted.len(), 28);
+    assert_eq!(granted, (4..32).collect::<Vec<_>>());
     depart(&mut h);
+    (h, granted)
+}
+
+#[test]
+fn a_node_that_gives_pages_granted_around_back_unwritten_gets_none_around_again() {
+    let (mut h, granted) = home_that_granted_28_around();
     // Node 1 gives 16 of them back unwritten when node 0 wants them again (its exclusive
     // copy unwritten: `ExclusiveUnused`, then the page with `Done` at the manager).
     for &q in &granted[..16] {
@@ -228,16 +223,7 @@ fn a_node_that_gives_pages_granted_around_back_unwritten_gets_none_around_again(
 
 #[test]
 fn pages_given_back_written_keep_the_grants_coming() {
-    let mut h = ScSingleWriter::with_prefetch(0).with_grant_around(32);
-    for q in 0..128 {
-        fault(&mut h, 0, q, Access::Write);
-    }
-    arrive(&mut h);
-    for q in [0, 1, 2] {
-        write_req(&mut h, q);
-    }
-    let granted = around(&write_req(&mut h, 3));
-    depart(&mut h);
+    let (mut h, granted) = home_that_granted_28_around();
     // Node 0 takes 14 back: 12 written by node 1 (no `ExclusiveUnused`), 2 unwritten.
     for &q in &granted[..12] {
         fault(&mut h, 0, q, Access::Write);

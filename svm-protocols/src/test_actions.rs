@@ -1,6 +1,40 @@
-//! Helpers of the protocols' unit tests: what a protocol step's actions did.
+//! Helpers of the protocols' unit tests: protocol steps on a node of a job whose pages all
+//! have node 0 as home, and what a step's actions did.
 
-use svm_core::protocol::{Action, NodeId, PageId, ProtoMsg};
+use svm_core::protocol::{Access, Action, NodeId, PageId, ProtoMsg, Protocol, StaticContext};
+
+/// Node `me` of a job of `nodes` nodes whose every page has node 0 as home.
+pub(crate) fn homed_on_0(me: NodeId, nodes: NodeId) -> StaticContext<impl Fn(PageId) -> NodeId> {
+    StaticContext {
+        me,
+        nodes,
+        homes: |_| 0,
+    }
+}
+
+/// Node `me` (of `nodes`, pages homed on node 0) faults on `page` for `access`.
+pub(crate) fn fault_at(
+    p: &mut dyn Protocol,
+    (me, nodes): (NodeId, NodeId),
+    page: PageId,
+    access: Access,
+) -> Vec<Action> {
+    let mut out = Vec::new();
+    p.on_fault(&homed_on_0(me, nodes), page, access, &mut out);
+    out
+}
+
+/// Node `me` (of `nodes`, pages homed on node 0) handles `m` from `from`.
+pub(crate) fn message_at(
+    p: &mut dyn Protocol,
+    (me, nodes): (NodeId, NodeId),
+    from: NodeId,
+    m: ProtoMsg,
+) -> Vec<Action> {
+    let mut out = Vec::new();
+    p.on_message(&homed_on_0(me, nodes), from, &m, 0, &mut out);
+    out
+}
 
 /// The messages sent, with their destinations, in order.
 pub(crate) fn sent(out: &[Action]) -> Vec<(NodeId, ProtoMsg)> {

@@ -30,6 +30,21 @@ fn only_line<'a>(out: &'a Output, words: &[&str]) -> &'a str {
     lines[0]
 }
 
+/// The count `key=` on node `node`'s `SVM_STATS` line that holds `line_key=` (stderr, under
+/// svmrun's `[node]` prefix), panicking (with the output) if there is none.
+fn node_stat(out: &Output, node: usize, line_key: &str, key: &str) -> u64 {
+    let prefix = format!("[{node}]");
+    let line_key = format!("{line_key}=");
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with(&prefix) && l.contains(&line_key))
+        .unwrap_or_else(|| panic!("no statistics line of node {node} with {line_key}\n{out}"));
+    word_value(line, key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line:?}\n{out}"))
+}
+
 // ---------------------------------------------------------------------------------------------
 // counter
 
@@ -421,16 +436,7 @@ fn behind(nodes: usize, fault: &str, protocol: &str) {
     out.assert_success();
     let line = only_line(&out, &["behind", "OK"]);
     assert_eq!(word_value(line, "nodes"), Some(n.as_str()), "{out}");
-    let engine = out
-        .stderr
-        .lines()
-        .find(|l| l.starts_with("[1]") && l.contains("past_held_back="))
-        .unwrap_or_else(|| panic!("no engine statistics of node 1\n{out}"));
-    let count = |key: &str| -> u64 {
-        word_value(engine, key)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in {engine:?}\n{out}"))
-    };
+    let count = |key: &str| node_stat(&out, 1, "past_held_back", key);
     assert!(count("held_back") >= 1, "nothing was held back\n{out}");
     assert!(
         count("past_held_back") >= 2,
@@ -477,14 +483,7 @@ fn scatter(nodes: usize, fault: &str, protocol: &str, grant_around: Option<&str>
     out.assert_success();
     let line = only_line(&out, &["scatter", "OK"]);
     assert_eq!(word_value(line, "nodes"), Some(n.as_str()), "{out}");
-    let stats = out
-        .stderr
-        .lines()
-        .find(|l| l.starts_with("[0]") && l.contains("granted_around="))
-        .unwrap_or_else(|| panic!("no page statistics of node 0\n{out}"));
-    let granted: u64 = word_value(stats, "granted_around")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no granted_around in {stats:?}\n{out}"));
+    let granted = node_stat(&out, 0, "granted_around", "granted_around");
     if protocol == "sc-sw" && grant_around != Some("0") {
         assert!(granted > 0, "node 0 granted nothing around\n{out}");
     } else {

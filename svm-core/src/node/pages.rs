@@ -45,14 +45,7 @@ impl Node {
                 },
                 Action::SetAccess { page, access } if self.blank(st, page, access) => {
                     // A run of blank pages raised together (fault-around): one backend call.
-                    let mut n = 1;
-                    while let Some(Action::SetAccess { page: q, access: a }) = actions.peek() {
-                        if *q != page + n || *a != access || !self.blank(st, *q, access) {
-                            break;
-                        }
-                        n += 1;
-                        actions.next();
-                    }
+                    let n = take_run(&mut actions, page, access, |q| self.blank(st, q, access));
                     let addr = self.space.page_addr(page);
                     let present = self
                         .backend
@@ -75,18 +68,9 @@ impl Node {
                     // request, each page lowered to read-only, read into its grant, then
                     // dropped): one backend call, so one TLB shoot-down, for the run.
                     let old = st.pages.access(page);
-                    let mut n = 1;
-                    while let Some(Action::SetAccess { page: q, access: a }) = actions.peek() {
-                        if *q != page + n
-                            || *a != access
-                            || st.pages.access(*q) != old
-                            || !self.lowers_present(st, *q, access)
-                        {
-                            break;
-                        }
-                        n += 1;
-                        actions.next();
-                    }
+                    let n = take_run(&mut actions, page, access, |q| {
+                        st.pages.access(q) == old && self.lowers_present(st, q, access)
+                    });
                     let addr = self.space.page_addr(page);
                     let present = self
                         .backend
@@ -511,4 +495,24 @@ impl Node {
         }
         self.run_actions(st, proto, acts, &[])
     }
+}
+
+/// After an `Action::SetAccess` of `page` to `access`: takes the actions that follow it
+/// setting the next pages to the same access, while `joins` accepts each; returns the run's
+/// length in pages, `page` included.
+fn take_run(
+    actions: &mut std::iter::Peekable<impl Iterator<Item = Action>>,
+    page: PageId,
+    access: Access,
+    joins: impl Fn(PageId) -> bool,
+) -> u64 {
+    let mut n = 1;
+    while let Some(Action::SetAccess { page: q, access: a }) = actions.peek() {
+        if *q != page + n || *a != access || !joins(*q) {
+            break;
+        }
+        n += 1;
+        actions.next();
+    }
+    n
 }
