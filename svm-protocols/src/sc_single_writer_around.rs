@@ -103,6 +103,22 @@ impl GrantAround {
     pub(super) fn departed(&mut self) {
         self.at_barrier = false;
     }
+
+    /// The manager heard what became of `page`, if it was granted around and not heard of
+    /// yet: counts it for its node, written or not. Whether it was such a page.
+    fn resolve(&mut self, page: PageId, written: bool) -> bool {
+        let Some(to) = self.pending.remove(&page) else {
+            return false;
+        };
+        let t = self.tally.entry(to).or_default();
+        t.unresolved = t.unresolved.saturating_sub(1);
+        if written {
+            t.written += 1;
+        } else {
+            t.unwritten += 1;
+        }
+        true
+    }
 }
 
 impl ScSingleWriter {
@@ -184,10 +200,7 @@ impl ScSingleWriter {
 
     /// The holder of `page` gave it up unwritten (`ProtoMsg::ExclusiveUnused`).
     pub(super) fn around_unwritten(&mut self, page: PageId) {
-        if let Some(to) = self.around.pending.remove(&page) {
-            let t = self.around.tally.entry(to).or_default();
-            t.unresolved = t.unresolved.saturating_sub(1);
-            t.unwritten += 1;
+        if self.around.resolve(page, false) {
             self.stats.granted_around_unwritten += 1;
         }
     }
@@ -200,7 +213,7 @@ impl ScSingleWriter {
 
     /// The holder of `page` wrote it (`ProtoMsg::ExclusiveWritten`).
     pub(super) fn around_written(&mut self, page: PageId) {
-        self.around_moved_on(page);
+        self.around.resolve(page, true);
     }
 
     /// Ownership of `page` moved on (`ProtoMsg::Done`): if it had been granted around and
@@ -208,10 +221,6 @@ impl ScSingleWriter {
     /// page on), it was installed writable (a migratory page's trusted install) and counts
     /// as written.
     pub(super) fn around_moved_on(&mut self, page: PageId) {
-        if let Some(to) = self.around.pending.remove(&page) {
-            let t = self.around.tally.entry(to).or_default();
-            t.unresolved = t.unresolved.saturating_sub(1);
-            t.written += 1;
-        }
+        self.around.resolve(page, true);
     }
 }
