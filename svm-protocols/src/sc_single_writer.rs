@@ -795,6 +795,7 @@ impl Protocol for ScSingleWriter {
         self.drop_at_arrival.retain(|p| !pages.contains(p));
         self.regain_at_depart.retain(|p| !pages.contains(p));
         self.regained.retain(|p, _| !pages.contains(p));
+        self.around.forget(&pages);
         self.holds
             .deferred
             .retain(|(_, m)| !pages.contains(&m.page()));

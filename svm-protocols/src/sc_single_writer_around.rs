@@ -104,6 +104,22 @@ impl GrantAround {
         self.at_barrier = false;
     }
 
+    /// The pages of a destroyed region: those granted around and not heard of yet no longer
+    /// count against their nodes.
+    pub(super) fn forget(&mut self, pages: &std::ops::Range<PageId>) {
+        let tally = &mut self.tally;
+        self.pending.retain(|p, to| {
+            let keep = !pages.contains(p);
+            if !keep {
+                let t = tally.entry(*to).or_default();
+                t.unresolved = t.unresolved.saturating_sub(1);
+            }
+            keep
+        });
+        self.block_requests
+            .retain(|(_, first), _| !pages.contains(first));
+    }
+
     /// The manager heard what became of `page`, if it was granted around and not heard of
     /// yet: counts it for its node, written or not. Whether it was such a page.
     fn resolve(&mut self, page: PageId, written: bool) -> bool {

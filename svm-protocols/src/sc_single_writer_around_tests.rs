@@ -182,6 +182,9 @@ fn the_manager_counts_pages_written_where_it_granted_them_around() {
     msg(&mut h, 0, 1, ProtoMsg::ExclusiveUnused { page: 14 });
     let t = h.around_tally(1);
     assert_eq!((t.unresolved, t.written, t.unwritten), (1, 2, 1));
+    // Page 15, not heard of, belonged to a region destroyed since: it no longer counts.
+    assert!(h.forget(8..16));
+    assert_eq!(h.around_tally(1).unresolved, 0);
 }
 
 /// The home (node 0), blocks of 32, having written pages 0..128 and granted node 1 the 28
