@@ -335,8 +335,9 @@ impl ScSingleWriter {
 
     /// With grants around write requests while this node waits at a barrier, in aligned
     /// blocks of `pages` pages (`sc_single_writer_around.rs`; 0 or 1 = off).
-    pub fn with_grant_around(self, pages: usize) -> Self {
-        self.with_grant_around_after(pages, around::AROUND_AFTER_REQUESTS)
+    pub fn with_grant_around(mut self, pages: usize) -> Self {
+        self.around.block = pages as u64;
+        self
     }
 
     /// As [`ScSingleWriter::with_grant_around`], granting around once a node made `requests`
@@ -808,7 +809,6 @@ impl Protocol for ScSingleWriter {
         self.holds.hold_ns = opts.hold_ns;
         self.push = opts.push;
         self.around.block = opts.grant_around as u64;
-        self.around.after_requests = around::AROUND_AFTER_REQUESTS;
     }
 
     fn describe(&self, page: PageId) -> String {

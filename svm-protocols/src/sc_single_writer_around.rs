@@ -74,7 +74,7 @@ impl AroundTally {
 }
 
 /// The manager's state for grants around requests (see the module docs).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct GrantAround {
     /// Block size in pages (0 or 1 = off).
     pub(super) block: u64,
@@ -90,6 +90,21 @@ pub(super) struct GrantAround {
     pending: FxHashMap<PageId, NodeId>,
     /// Per node, what became of the pages granted to it.
     tally: FxHashMap<NodeId, AroundTally>,
+}
+
+impl Default for GrantAround {
+    /// Off (block 0), granting from [`AROUND_AFTER_REQUESTS`] requests once a block is set.
+    fn default() -> Self {
+        GrantAround {
+            block: 0,
+            after_requests: AROUND_AFTER_REQUESTS,
+            at_barrier: false,
+            requests: FxHashMap::default(),
+            block_requests: FxHashMap::default(),
+            pending: FxHashMap::default(),
+            tally: FxHashMap::default(),
+        }
+    }
 }
 
 impl GrantAround {
@@ -182,11 +197,14 @@ impl ScSingleWriter {
             }) {
                 continue;
             }
-            let m = self.managed_page(ctx, q);
-            let idle = m.owner == me
-                && m.busy.is_none()
-                && m.queue.is_empty()
-                && m.copyset.iter().all(|n| n == me);
+            // No manager entry: no request for it ever came here, so this node (its home,
+            // holding it) owns it with no other copy. Entries are made only for pages granted.
+            let idle = self.managed.get(&q).is_none_or(|m| {
+                m.owner == me
+                    && m.busy.is_none()
+                    && m.queue.is_empty()
+                    && m.copyset.iter().all(|n| n == me)
+            });
             if !idle || self.holds.keeps(ctx, q, Some(from)).is_some() {
                 continue;
             }
@@ -227,16 +245,11 @@ impl ScSingleWriter {
         self.around.tally.get(&node).copied().unwrap_or_default()
     }
 
-    /// The holder of `page` wrote it (`ProtoMsg::ExclusiveWritten`).
+    /// The holder of `page` wrote it (`ProtoMsg::ExclusiveWritten`), or ownership of `page`
+    /// moved on (`ProtoMsg::Done`) before the manager heard either way: a page its holder
+    /// gives up unwritten says so before it hands it on, so one that moves on unheard of was
+    /// installed writable (a migratory page's trusted install) and counts as written.
     pub(super) fn around_written(&mut self, page: PageId) {
-        self.around.resolve(page, true);
-    }
-
-    /// Ownership of `page` moved on (`ProtoMsg::Done`): if it had been granted around and
-    /// neither written nor given back unwritten (its holder says either before it hands the
-    /// page on), it was installed writable (a migratory page's trusted install) and counts
-    /// as written.
-    pub(super) fn around_moved_on(&mut self, page: PageId) {
         self.around.resolve(page, true);
     }
 }

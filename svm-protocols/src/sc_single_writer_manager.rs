@@ -280,7 +280,7 @@ impl ScSingleWriter {
         let m = self.managed_page(ctx, page);
         match m.busy {
             Some(Busy::AwaitDone { requester, kind }) if requester == from => {
-                self.around_moved_on(page);
+                self.around_written(page);
                 let m = self.managed_page(ctx, page);
                 if kind == Access::Write {
                     m.owner = from;

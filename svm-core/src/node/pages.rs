@@ -63,27 +63,26 @@ impl Node {
                         self.apply_access(st, q, access, present)?;
                     }
                 }
-                Action::SetAccess { page, access } if self.lowers_present(st, page, access) => {
-                    // A run of present pages lowered together (sc-sw's grants around a
-                    // request, each page lowered to read-only, read into its grant, then
-                    // dropped): one backend call, so one TLB shoot-down, for the run.
-                    let old = st.pages.access(page);
-                    let n = take_run(&mut actions, page, access, |q| {
-                        st.pages.access(q) == old && self.lowers_present(st, q, access)
-                    });
-                    let addr = self.space.page_addr(page);
-                    let present = self
-                        .backend
-                        .set_access(addr, n as usize * ps, old, access, true, None)
-                        .map_err(EngineError::system(|| {
-                            format!("setting pages {page}..{} to {access:?}", page + n)
-                        }))?;
-                    for q in page..page + n {
-                        self.apply_access(st, q, access, present)?;
-                    }
-                }
                 Action::SetAccess { page, access } => {
                     let addr = self.space.page_addr(page);
+                    if let Some(old) = self.lowers_present(st, page, access) {
+                        // A run of present pages lowered together (sc-sw's grants around a
+                        // request, each page lowered to read-only, read into its grant, then
+                        // dropped): one backend call, so one TLB shoot-down, for the run.
+                        let n = take_run(&mut actions, page, access, |q| {
+                            self.lowers_present(st, q, access) == Some(old)
+                        });
+                        let present = self
+                            .backend
+                            .set_access(addr, n as usize * ps, old, access, true, None)
+                            .map_err(EngineError::system(|| {
+                                format!("setting pages {page}..{} to {access:?}", page + n)
+                            }))?;
+                        for q in page..page + n {
+                            self.apply_access(st, q, access, present)?;
+                        }
+                        continue;
+                    }
                     let old = st.pages.access(page);
                     if crate::profile::on() {
                         crate::profile::access_change(page, old, access, &mut |b| {
@@ -194,20 +193,21 @@ impl Node {
         Ok(())
     }
 
-    /// Whether setting `page` to `access` lowers a page present in the application mapping
-    /// (write to read-only, or any access to none) with nothing else to do: no contents held
-    /// aside, no profile to record. Such pages may join a run lowered with one backend call.
-    fn lowers_present(&self, st: &EngineState, page: PageId, access: Access) -> bool {
-        let old = st.pages.access(page);
+    /// The access `page` has now, if setting it to `access` lowers a page present in the
+    /// application mapping (write to read-only, or any access to none) with nothing else to
+    /// do: no contents held aside, no profile to record. Pages with the same access before
+    /// may join a run lowered with one backend call.
+    fn lowers_present(&self, st: &EngineState, page: PageId, access: Access) -> Option<Access> {
+        if access == Access::Write || crate::profile::on() {
+            return None;
+        }
+        let e = st.pages.get(page).filter(|e| e.present)?;
+        let old = e.access;
         let lowers = match access {
             Access::None => old != Access::None,
-            Access::Read => old == Access::Write,
-            Access::Write => false,
+            _ => old == Access::Write,
         };
-        lowers
-            && !crate::profile::on()
-            && !st.shadows.contains_key(&page)
-            && st.pages.get(page).is_some_and(|e| e.present)
+        (lowers && !st.shadows.contains_key(&page)).then_some(old)
     }
 
     /// Whether raising `page` to `access` only materializes a zero page nobody waits for (it
